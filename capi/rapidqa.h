@@ -1,0 +1,132 @@
+/* rapidqa C ABI: low-latency question answering from C and any language
+ * with a C foreign-function interface.
+ *
+ * Conventions
+ * - Handles are opaque; every *_destroy accepts NULL.
+ * - Every fallible call returns rqa_status. On failure rqa_last_error()
+ *   returns a message for this thread, valid until the next rqa_ call on the
+ *   same thread; a successful call clears it.
+ * - Strings in are UTF-8 and NUL-terminated; they are borrowed for the call.
+ * - Strings out are either borrowed from a handle (valid until it is
+ *   destroyed) or allocated by the library and freed with rqa_free, as each
+ *   function says.
+ * - Thread safety: an rqa_engine may be used from any number of threads at
+ *   once (asks, adds, updates, removals). An rqa_answer is a plain value:
+ *   read it from one thread at a time.
+ */
+#ifndef RAPIDQA_RAPIDQA_H_
+#define RAPIDQA_RAPIDQA_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define RQA_VERSION_MAJOR 0
+#define RQA_VERSION_MINOR 1
+#define RQA_VERSION_PATCH 0
+
+#if defined(_WIN32)
+#  if defined(RAPIDQA_BUILDING_LIBRARY)
+#    define RQA_API __declspec(dllexport)
+#  else
+#    define RQA_API __declspec(dllimport)
+#  endif
+#else
+#  define RQA_API __attribute__((visibility("default")))
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct rqa_engine rqa_engine;
+typedef struct rqa_answer rqa_answer;
+
+typedef enum rqa_status {
+  RQA_OK = 0,
+  RQA_INVALID_ARGUMENT = 1,   /* bad input: empty question, invalid UTF-8, bad JSON */
+  RQA_NOT_FOUND = 2,          /* unknown entry id, missing file */
+  RQA_ALREADY_EXISTS = 3,     /* adding an id that exists */
+  RQA_OUT_OF_RANGE = 4,       /* oversize input */
+  RQA_FAILED_PRECONDITION = 5,
+  RQA_RESOURCE_EXHAUSTED = 6, /* out of memory, queue full */
+  RQA_DEADLINE_EXCEEDED = 7,
+  RQA_DATA_LOSS = 8,          /* corrupt file */
+  RQA_IO_ERROR = 9,
+  RQA_UNAVAILABLE = 10,
+  RQA_INTERNAL = 11
+} rqa_status;
+
+typedef enum rqa_tier {
+  RQA_TIER_RESULT_CACHE = 0,   /* exact question seen recently */
+  RQA_TIER_SEMANTIC_CACHE = 1, /* similar question answered recently */
+  RQA_TIER_KNOWLEDGE = 2,      /* retrieved from the knowledge base */
+  RQA_TIER_FALLBACK = 3        /* nothing matched well enough */
+} rqa_tier;
+
+/* Engine options. Always initialise with rqa_engine_options_init, which sets
+ * struct_size and the defaults; fields added in later versions go at the end,
+ * so older callers keep working. */
+typedef struct rqa_engine_options {
+  size_t struct_size;                  /* sizeof(rqa_engine_options), set by init */
+  size_t hashing_dimension;            /* HashingEncoder vector length (384) */
+  float min_answer_score;              /* best-match cosine below this gives the fallback (0.35) */
+  int enable_result_cache;             /* nonzero: exact tier on (1) */
+  int enable_semantic_cache;           /* nonzero: similar-question tier on (1) */
+  double result_cache_ttl_seconds;     /* exact tier expiry (300) */
+  double semantic_cache_ttl_seconds;   /* similar-question tier expiry (3600) */
+  float semantic_similarity_threshold; /* cosine for a similar-question hit (0.92) */
+  int intra_op_threads;                /* model threads; 0 = all cores */
+} rqa_engine_options;
+
+RQA_API void rqa_engine_options_init(rqa_engine_options* options);
+
+/* Creates an engine with no knowledge. options may be NULL (defaults). On
+ * success *out owns a new engine, released with rqa_engine_destroy. */
+RQA_API rqa_status rqa_engine_create(const rqa_engine_options* options, rqa_engine** out);
+RQA_API void rqa_engine_destroy(rqa_engine* engine);
+
+/* Replaces the knowledge with a JSONL file (see the README for the format).
+ * A file with any bad line is refused whole and the engine keeps what it
+ * had; the error names each bad line. loaded_entries may be NULL. */
+RQA_API rqa_status rqa_engine_load_knowledge(rqa_engine* engine, const char* path, size_t* loaded_entries);
+
+/* Run-time changes; entry_json is one JSON object as on a JSONL line.
+ * add: RQA_ALREADY_EXISTS if the id exists; update: RQA_NOT_FOUND if not. */
+RQA_API rqa_status rqa_engine_add_entry(rqa_engine* engine, const char* entry_json);
+RQA_API rqa_status rqa_engine_update_entry(rqa_engine* engine, const char* entry_json);
+RQA_API rqa_status rqa_engine_remove_entry(rqa_engine* engine, const char* entry_id);
+RQA_API size_t rqa_engine_entry_count(const rqa_engine* engine);
+
+/* Answers a question. On success *out owns a new answer, released with
+ * rqa_answer_destroy. A question nothing matches still succeeds (tier
+ * RQA_TIER_FALLBACK); errors are for bad input only. */
+RQA_API rqa_status rqa_engine_ask(rqa_engine* engine, const char* question, rqa_answer** out);
+
+/* The per-stage latency table and counters as text. On success *out is
+ * allocated by the library; free it with rqa_free. */
+RQA_API rqa_status rqa_engine_metrics_text(const rqa_engine* engine, char** out);
+
+/* Answer accessors. Strings are borrowed from the answer. */
+RQA_API const char* rqa_answer_text(const rqa_answer* answer);
+RQA_API float rqa_answer_score(const rqa_answer* answer);
+RQA_API rqa_tier rqa_answer_tier(const rqa_answer* answer);
+RQA_API const char* rqa_answer_entry_id(const rqa_answer* answer); /* "" when nothing matched */
+RQA_API int rqa_answer_degraded(const rqa_answer* answer);         /* nonzero when degraded */
+RQA_API const char* rqa_answer_degraded_reason(const rqa_answer* answer);
+RQA_API uint64_t rqa_answer_total_microseconds(const rqa_answer* answer);
+RQA_API void rqa_answer_destroy(rqa_answer* answer);
+
+RQA_API void rqa_free(void* memory);
+
+/* This thread's message for the last failed call; "" after a success. */
+RQA_API const char* rqa_last_error(void);
+RQA_API const char* rqa_status_string(rqa_status status);
+RQA_API const char* rqa_tier_name(rqa_tier tier);
+/* "MAJOR.MINOR.PATCH" of the library actually loaded. */
+RQA_API const char* rqa_version(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* RAPIDQA_RAPIDQA_H_ */

@@ -1,0 +1,253 @@
+// The C ABI: translates between rapidqa.h and the C++ API, nothing more.
+// No exception leaves an extern "C" function.
+#include "rapidqa/rapidqa.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+
+#include "rapidqa/qa_engine.h"
+
+struct rqa_engine {
+  std::unique_ptr<rapidqa::QAEngine> engine;
+};
+
+struct rqa_answer {
+  rapidqa::Answer answer;
+};
+
+#define RAPIDQA_STRINGIFY_INNER(x) #x
+#define RAPIDQA_STRINGIFY(x) RAPIDQA_STRINGIFY_INNER(x)
+
+namespace {
+
+thread_local std::string t_last_error;
+
+rqa_status to_c(rapidqa::StatusCode code) {
+  using rapidqa::StatusCode;
+  switch (code) {
+    case StatusCode::kOk: return RQA_OK;
+    case StatusCode::kInvalidArgument: return RQA_INVALID_ARGUMENT;
+    case StatusCode::kNotFound: return RQA_NOT_FOUND;
+    case StatusCode::kAlreadyExists: return RQA_ALREADY_EXISTS;
+    case StatusCode::kOutOfRange: return RQA_OUT_OF_RANGE;
+    case StatusCode::kFailedPrecondition: return RQA_FAILED_PRECONDITION;
+    case StatusCode::kResourceExhausted: return RQA_RESOURCE_EXHAUSTED;
+    case StatusCode::kDeadlineExceeded: return RQA_DEADLINE_EXCEEDED;
+    case StatusCode::kDataLoss: return RQA_DATA_LOSS;
+    case StatusCode::kIoError: return RQA_IO_ERROR;
+    case StatusCode::kUnavailable: return RQA_UNAVAILABLE;
+    case StatusCode::kInternal: return RQA_INTERNAL;
+  }
+  return RQA_INTERNAL;
+}
+
+rqa_status fail(rqa_status status, std::string message) {
+  t_last_error = std::move(message);
+  return status;
+}
+
+rqa_status report(const rapidqa::Status& status) {
+  if (status.is_ok()) {
+    t_last_error.clear();
+    return RQA_OK;
+  }
+  return fail(to_c(status.code()), status.message());
+}
+
+rqa_status null_argument(const char* name) {
+  return fail(RQA_INVALID_ARGUMENT, std::string(name) + " must not be NULL");
+}
+
+// The body of every fallible extern "C" function.
+template <typename Fn>
+rqa_status translate(Fn&& fn) noexcept {
+  try {
+    return fn();
+  } catch (const std::bad_alloc&) {
+    return fail(RQA_RESOURCE_EXHAUSTED, "out of memory");
+  } catch (const std::exception& e) {
+    return fail(RQA_INTERNAL, e.what());
+  } catch (...) {
+    return fail(RQA_INTERNAL, "unknown exception");
+  }
+}
+
+rqa_status change_entry(rqa_engine* engine, const char* entry_json, bool update) {
+  return translate([&] {
+    if (!engine) return null_argument("engine");
+    if (!entry_json) return null_argument("entry_json");
+    auto entry = rapidqa::parse_knowledge_entry_json(entry_json);
+    if (!entry) return report(entry.status());
+    return report(update ? engine->engine->update_entry(std::move(entry).value())
+                         : engine->engine->add_entry(std::move(entry).value()));
+  });
+}
+
+}  // namespace
+
+extern "C" {
+
+void rqa_engine_options_init(rqa_engine_options* options) {
+  if (!options) return;
+  const rapidqa::EngineOptions defaults;
+  std::memset(options, 0, sizeof(*options));
+  options->struct_size = sizeof(*options);
+  options->hashing_dimension = defaults.hashing.dimension;
+  options->min_answer_score = defaults.min_answer_score;
+  options->enable_result_cache = defaults.enable_result_cache ? 1 : 0;
+  options->enable_semantic_cache = defaults.enable_semantic_cache ? 1 : 0;
+  options->result_cache_ttl_seconds = static_cast<double>(defaults.result_cache.ttl.count()) / 1000.0;
+  options->semantic_cache_ttl_seconds = static_cast<double>(defaults.semantic_cache.ttl.count()) / 1000.0;
+  options->semantic_similarity_threshold = defaults.semantic_cache.similarity_threshold;
+  options->intra_op_threads = defaults.threads.intra_op;
+}
+
+rqa_status rqa_engine_create(const rqa_engine_options* options, rqa_engine** out) {
+  return translate([&] {
+    if (!out) return null_argument("out");
+    *out = nullptr;
+    rqa_engine_options c;
+    rqa_engine_options_init(&c);
+    if (options) {
+      if (options->struct_size < offsetof(rqa_engine_options, intra_op_threads) + sizeof(int) ||
+          options->struct_size > sizeof(rqa_engine_options)) {
+        return fail(RQA_INVALID_ARGUMENT, "options->struct_size is not a size this library knows; "
+                                          "initialise options with rqa_engine_options_init");
+      }
+      std::memcpy(&c, options, options->struct_size);
+    }
+    if (c.result_cache_ttl_seconds < 0 || c.semantic_cache_ttl_seconds < 0) {
+      return fail(RQA_INVALID_ARGUMENT, "cache TTLs must not be negative");
+    }
+    rapidqa::EngineOptions o;
+    o.hashing.dimension = c.hashing_dimension;
+    o.min_answer_score = c.min_answer_score;
+    o.enable_result_cache = c.enable_result_cache != 0;
+    o.enable_semantic_cache = c.enable_semantic_cache != 0;
+    o.result_cache.ttl = std::chrono::milliseconds(static_cast<std::int64_t>(c.result_cache_ttl_seconds * 1000.0));
+    o.semantic_cache.ttl =
+        std::chrono::milliseconds(static_cast<std::int64_t>(c.semantic_cache_ttl_seconds * 1000.0));
+    o.semantic_cache.similarity_threshold = c.semantic_similarity_threshold;
+    o.threads.intra_op = c.intra_op_threads;
+    auto engine = rapidqa::QAEngine::create(std::move(o));
+    if (!engine) return report(engine.status());
+    *out = new rqa_engine{std::move(engine).value()};
+    return report(rapidqa::Status::ok());
+  });
+}
+
+void rqa_engine_destroy(rqa_engine* engine) { delete engine; }
+
+rqa_status rqa_engine_load_knowledge(rqa_engine* engine, const char* path, size_t* loaded_entries) {
+  return translate([&] {
+    if (!engine) return null_argument("engine");
+    if (!path) return null_argument("path");
+    auto loaded = engine->engine->load_knowledge(path);
+    if (!loaded) return report(loaded.status());
+    if (loaded_entries) *loaded_entries = loaded->entries;
+    return report(rapidqa::Status::ok());
+  });
+}
+
+rqa_status rqa_engine_add_entry(rqa_engine* engine, const char* entry_json) {
+  return change_entry(engine, entry_json, false);
+}
+
+rqa_status rqa_engine_update_entry(rqa_engine* engine, const char* entry_json) {
+  return change_entry(engine, entry_json, true);
+}
+
+rqa_status rqa_engine_remove_entry(rqa_engine* engine, const char* entry_id) {
+  return translate([&] {
+    if (!engine) return null_argument("engine");
+    if (!entry_id) return null_argument("entry_id");
+    return report(engine->engine->remove_entry(entry_id));
+  });
+}
+
+size_t rqa_engine_entry_count(const rqa_engine* engine) {
+  try {
+    return engine ? engine->engine->entry_count() : 0;
+  } catch (...) {
+    return 0;
+  }
+}
+
+rqa_status rqa_engine_ask(rqa_engine* engine, const char* question, rqa_answer** out) {
+  return translate([&] {
+    if (!out) return null_argument("out");
+    *out = nullptr;
+    if (!engine) return null_argument("engine");
+    if (!question) return null_argument("question");
+    auto answer = engine->engine->ask(question);
+    if (!answer) return report(answer.status());
+    *out = new rqa_answer{std::move(answer).value()};
+    return report(rapidqa::Status::ok());
+  });
+}
+
+rqa_status rqa_engine_metrics_text(const rqa_engine* engine, char** out) {
+  return translate([&] {
+    if (!out) return null_argument("out");
+    *out = nullptr;
+    if (!engine) return null_argument("engine");
+    const std::string text = engine->engine->metrics().format_table();
+    char* buffer = static_cast<char*>(std::malloc(text.size() + 1));
+    if (!buffer) return fail(RQA_RESOURCE_EXHAUSTED, "out of memory");
+    std::memcpy(buffer, text.c_str(), text.size() + 1);
+    *out = buffer;
+    return report(rapidqa::Status::ok());
+  });
+}
+
+const char* rqa_answer_text(const rqa_answer* answer) { return answer ? answer->answer.text.c_str() : ""; }
+float rqa_answer_score(const rqa_answer* answer) { return answer ? answer->answer.score : 0.0f; }
+rqa_tier rqa_answer_tier(const rqa_answer* answer) {
+  return answer ? static_cast<rqa_tier>(answer->answer.tier) : RQA_TIER_FALLBACK;
+}
+const char* rqa_answer_entry_id(const rqa_answer* answer) { return answer ? answer->answer.entry_id().c_str() : ""; }
+int rqa_answer_degraded(const rqa_answer* answer) { return answer && answer->answer.degraded ? 1 : 0; }
+const char* rqa_answer_degraded_reason(const rqa_answer* answer) {
+  return answer ? answer->answer.degraded_reason.c_str() : "";
+}
+uint64_t rqa_answer_total_microseconds(const rqa_answer* answer) {
+  if (!answer) return 0;
+  return static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::microseconds>(answer->answer.timings[rapidqa::Stage::kTotal]).count());
+}
+void rqa_answer_destroy(rqa_answer* answer) { delete answer; }
+
+void rqa_free(void* memory) { std::free(memory); }
+
+const char* rqa_last_error(void) { return t_last_error.c_str(); }
+
+const char* rqa_status_string(rqa_status status) {
+  switch (status) {
+    case RQA_OK: return "ok";
+    case RQA_INVALID_ARGUMENT: return "invalid argument";
+    case RQA_NOT_FOUND: return "not found";
+    case RQA_ALREADY_EXISTS: return "already exists";
+    case RQA_OUT_OF_RANGE: return "out of range";
+    case RQA_FAILED_PRECONDITION: return "failed precondition";
+    case RQA_RESOURCE_EXHAUSTED: return "resource exhausted";
+    case RQA_DEADLINE_EXCEEDED: return "deadline exceeded";
+    case RQA_DATA_LOSS: return "data loss";
+    case RQA_IO_ERROR: return "I/O error";
+    case RQA_UNAVAILABLE: return "unavailable";
+    case RQA_INTERNAL: return "internal error";
+  }
+  return "unknown status";
+}
+
+const char* rqa_tier_name(rqa_tier tier) {
+  return rapidqa::answer_tier_name(static_cast<rapidqa::AnswerTier>(tier));
+}
+
+const char* rqa_version(void) {
+  return RAPIDQA_STRINGIFY(RQA_VERSION_MAJOR) "." RAPIDQA_STRINGIFY(RQA_VERSION_MINOR) "." RAPIDQA_STRINGIFY(
+      RQA_VERSION_PATCH);
+}
+
+}  // extern "C"

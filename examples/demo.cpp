@@ -1,0 +1,152 @@
+// rapidqa-demo: answers questions from the bundled FAQ (or any JSONL
+// knowledge base) on the command line.
+//
+//   rapidqa-demo --question "How do I reset my password?"
+//   echo "如何重置密码？" | rapidqa-demo --json
+//   rapidqa-demo --kb my_faq.jsonl --stats < questions.txt
+#include <cstdio>
+#include <cstring>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <rapidqa/qa_engine.h>
+
+#ifndef RAPIDQA_DEFAULT_KB
+#define RAPIDQA_DEFAULT_KB "examples/data/faq.jsonl"
+#endif
+
+namespace {
+
+struct DemoOptions {
+  std::string kb = RAPIDQA_DEFAULT_KB;
+  std::vector<std::string> questions;
+  bool json = false;
+  bool stats = false;
+  bool version = false;
+};
+
+void print_usage(std::FILE* to) {
+  std::fprintf(to,
+               "usage: rapidqa-demo [--kb FILE] [--question TEXT]... [--json] [--stats] [--version]\n"
+               "  --kb FILE        knowledge base, one JSON object per line (default: the bundled FAQ)\n"
+               "  --question TEXT  answer TEXT; without it, questions are read from stdin, one per line\n"
+               "  --json           print one JSON object per answer\n"
+               "  --stats          print the per-stage p50/p95/p99 latency table at the end\n"
+               "  --version        print the versions of rapidqa and its libraries\n");
+}
+
+// Returns 0 to go on, or an exit code.
+int parse_args(int argc, char** argv, DemoOptions& o) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    auto value = [&](const char* name) -> const char* {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "rapidqa-demo: %s needs a value\n", name);
+        return nullptr;
+      }
+      return argv[++i];
+    };
+    if (arg == "--kb") {
+      const char* v = value("--kb");
+      if (!v) return 2;
+      o.kb = v;
+    } else if (arg == "--question" || arg == "-q") {
+      const char* v = value("--question");
+      if (!v) return 2;
+      o.questions.emplace_back(v);
+    } else if (arg == "--json") {
+      o.json = true;
+    } else if (arg == "--stats") {
+      o.stats = true;
+    } else if (arg == "--version") {
+      o.version = true;
+    } else if (arg == "--help" || arg == "-h") {
+      print_usage(stdout);
+      return -1;
+    } else {
+      std::fprintf(stderr, "rapidqa-demo: unknown option '%s'\n", arg.c_str());
+      print_usage(stderr);
+      return 2;
+    }
+  }
+  return 0;
+}
+
+nlohmann::json to_json(const std::string& question, const rapidqa::Answer& a) {
+  nlohmann::json stages = nlohmann::json::object();
+  for (std::size_t i = 0; i < rapidqa::kStageCount; ++i) {
+    const auto stage = static_cast<rapidqa::Stage>(i);
+    stages[rapidqa::stage_name(stage)] =
+        std::chrono::duration_cast<std::chrono::duration<double, std::micro>>(a.timings[stage]).count();
+  }
+  nlohmann::json matches = nlohmann::json::array();
+  for (const auto& m : a.matches) matches.push_back({{"entry_id", m.entry_id}, {"score", m.score}});
+  return {{"question", question},     {"answer", a.text},
+          {"entry_id", a.entry_id()}, {"score", a.score},
+          {"tier", rapidqa::answer_tier_name(a.tier)},
+          {"degraded", a.degraded},   {"degraded_reason", a.degraded_reason},
+          {"matches", matches},       {"stage_us", stages}};
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  DemoOptions options;
+  if (const int rc = parse_args(argc, argv, options); rc != 0) return rc < 0 ? 0 : rc;
+
+  auto engine = rapidqa::QAEngine::create();
+  if (!engine) {
+    std::fprintf(stderr, "rapidqa-demo: %s\n", engine.status().to_string().c_str());
+    return 1;
+  }
+  if (options.version) std::fputs(rapidqa::build_info().c_str(), stdout);
+  auto loaded = (*engine)->load_knowledge(options.kb);
+  if (!loaded) {
+    std::fprintf(stderr, "rapidqa-demo: %s\n", loaded.status().to_string().c_str());
+    return 1;
+  }
+  if (!options.json) {
+    std::fprintf(stderr, "loaded %zu entries (%zu phrasings) from %s\n", loaded->entries, loaded->phrasings,
+                 options.kb.c_str());
+  }
+
+  int failures = 0;
+  auto answer_one = [&](const std::string& question) {
+    auto answer = (*engine)->ask(question);
+    if (!answer) {
+      ++failures;
+      if (options.json) {
+        std::cout << nlohmann::json{{"question", question}, {"error", answer.status().to_string()}}.dump() << "\n";
+      } else {
+        std::fprintf(stderr, "error: %s\n", answer.status().to_string().c_str());
+      }
+      return;
+    }
+    if (options.json) {
+      std::cout << to_json(question, *answer).dump() << "\n";
+    } else {
+      std::cout << answer->text << "\n"
+                << fmt::format("  [{} | entry {} | score {:.3f} | {:.1f} us]\n",
+                               rapidqa::answer_tier_name(answer->tier),
+                               answer->entry_id().empty() ? "-" : answer->entry_id(), answer->score,
+                               answer->timings[rapidqa::Stage::kTotal].count() / 1000.0);
+    }
+    std::cout.flush();
+  };
+
+  if (!options.questions.empty()) {
+    for (const auto& q : options.questions) answer_one(q);
+  } else if (!options.version || argc > 2) {
+    std::string line;
+    while (std::getline(std::cin, line)) {
+      if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+      answer_one(line);
+    }
+  }
+  if (options.stats) std::fputs((*engine)->metrics().format_table().c_str(), options.json ? stderr : stdout);
+  return failures == 0 ? 0 : 1;
+}

@@ -1,0 +1,30 @@
+// The smallest C++ service that embeds rapidqa: load a FAQ, ask a question.
+// Usage: rapidqa-embed FAQ.jsonl "question"
+#include <cstdio>
+
+#include <rapidqa/qa_engine.h>
+
+int main(int argc, char** argv) {
+  if (argc != 3) {
+    std::fprintf(stderr, "usage: %s FAQ.jsonl QUESTION\n", argv[0]);
+    return 2;
+  }
+  auto engine = rapidqa::QAEngine::create();
+  if (!engine) {
+    std::fprintf(stderr, "error: %s\n", engine.status().to_string().c_str());
+    return 1;
+  }
+  auto loaded = (*engine)->load_knowledge(argv[1]);
+  if (!loaded) {
+    std::fprintf(stderr, "error: %s\n", loaded.status().to_string().c_str());
+    return 1;
+  }
+  auto answer = (*engine)->ask(argv[2]);
+  if (!answer) {
+    std::fprintf(stderr, "error: %s\n", answer.status().to_string().c_str());
+    return 1;
+  }
+  std::printf("%s\n[%s, entry %s, score %.3f]\n", answer->text.c_str(), rapidqa::answer_tier_name(answer->tier),
+              answer->entry_id().c_str(), static_cast<double>(answer->score));
+  return 0;
+}

@@ -1,0 +1,71 @@
+// Answer: what QAEngine::ask returns for one question, with where it came
+// from and what each pipeline stage cost.
+//
+// Thread safety: value type; thread-compatible.
+#pragma once
+
+#include <array>
+#include <chrono>
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "rapidqa/export.h"
+
+namespace rapidqa {
+
+// Which part of the pipeline produced the answer.
+enum class AnswerTier {
+  kResultCache,    // exact normalised question seen recently
+  kSemanticCache,  // a similar enough question was answered recently
+  kKnowledge,      // retrieved from the knowledge base
+  kFallback,       // nothing matched well enough: the fallback text
+};
+RAPIDQA_EXPORT const char* answer_tier_name(AnswerTier tier) noexcept;
+
+// The measured stages of one ask, in pipeline order.
+enum class Stage : std::size_t {
+  kNormalize = 0,
+  kResultCache,
+  kEncode,
+  kSemanticCache,
+  kRetrieve,
+  kInfer,
+  kPostprocess,
+  kTotal,
+};
+inline constexpr std::size_t kStageCount = 8;
+// "normalize", "result_cache", ... "total".
+RAPIDQA_EXPORT const char* stage_name(Stage stage) noexcept;
+
+// Time spent in each stage; a stage that did not run stays zero.
+struct StageTimings {
+  std::array<std::chrono::nanoseconds, kStageCount> elapsed{};
+
+  std::chrono::nanoseconds& operator[](Stage s) { return elapsed[static_cast<std::size_t>(s)]; }
+  std::chrono::nanoseconds operator[](Stage s) const { return elapsed[static_cast<std::size_t>(s)]; }
+};
+
+// One knowledge entry that matched, best first.
+struct EntryMatch {
+  std::string entry_id;
+  float score = 0.0f;  // cosine similarity in [-1, 1]
+};
+
+struct Answer {
+  std::string text;                // the answer; the fallback text for kFallback
+  float score = 0.0f;              // similarity of the best match (0 for fallback with no match)
+  std::vector<EntryMatch> matches; // the entries that matched, best first (may be empty)
+  AnswerTier tier = AnswerTier::kFallback;
+  bool degraded = false;           // true when a cheaper path was taken to meet a limit
+  std::string degraded_reason;     // why, when degraded; empty otherwise
+  StageTimings timings;            // this request's per-stage latency
+
+  // The best entry's id, or "" when nothing matched.
+  const std::string& entry_id() const {
+    static const std::string kNone;
+    return matches.empty() ? kNone : matches.front().entry_id;
+  }
+};
+
+}  // namespace rapidqa

@@ -1,0 +1,29 @@
+// The compute runtime: one place that owns how many threads the numeric
+// libraries use (LibTorch's intra-op pool, OpenMP as used by FAISS, OpenBLAS)
+// so they do not oversubscribe the cores, and that reports what rapidqa was
+// built and linked with.
+//
+// Thread safety: configure_compute_threads() should run once at start, before
+// any model work; the query functions are thread-safe.
+#pragma once
+
+#include <string>
+
+#include "rapidqa/export.h"
+#include "rapidqa/status.h"
+
+namespace rapidqa {
+
+struct ComputeThreads {
+  int intra_op = 0;  // threads for one model call (LibTorch, oneDNN, OpenBLAS); 0 = all cores
+  int search = 1;    // OpenMP threads FAISS uses for one query batch
+};
+
+// Applies the thread counts process-wide. kInvalidArgument on negatives.
+RAPIDQA_EXPORT Status configure_compute_threads(const ComputeThreads& threads);
+
+// One line per component: rapidqa, LibTorch, FAISS, oneDNN, OpenBLAS (with
+// its core type), utf8proc, and the thread counts in force.
+RAPIDQA_EXPORT std::string build_info();
+
+}  // namespace rapidqa

@@ -1,0 +1,42 @@
+// Encoder: turns texts into L2-normalised vectors of a fixed dimension, so
+// that the inner product of two vectors is their cosine similarity. The
+// engine retrieves and caches through this interface and never depends on a
+// particular model.
+//
+// Thread safety: implementations must make encode() thread-safe; adapt() is
+// called by the engine under its own exclusive lock, never concurrently with
+// encode().
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "rapidqa/export.h"
+#include "rapidqa/status.h"
+
+namespace rapidqa {
+
+class RAPIDQA_EXPORT Encoder {
+ public:
+  virtual ~Encoder() = default;
+
+  // Length of every vector this encoder produces.
+  virtual std::size_t dimension() const = 0;
+
+  // A short human-readable name ("hashing-384").
+  virtual std::string name() const = 0;
+
+  // Encodes texts.size() texts into out, row-major, texts.size() *
+  // dimension() floats; out is resized by the call. Texts are normalised
+  // (see normalize_text) by the caller. Fails with kInvalidArgument on text
+  // the encoder cannot read; out is then unspecified.
+  virtual Status encode(const std::vector<std::string>& texts, std::vector<float>& out) const = 0;
+
+  // Called with every phrasing of the knowledge base when a knowledge base
+  // is loaded, so encoders that learn corpus statistics (IDF) can refit.
+  // Vectors encoded before the call are not comparable with those after.
+  virtual void adapt(const std::vector<std::string>& corpus) { (void)corpus; }
+};
+
+}  // namespace rapidqa

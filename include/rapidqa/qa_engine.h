@@ -1,0 +1,130 @@
+// QAEngine: answers questions from a knowledge base through the pipeline
+// normalise -> result cache -> encode -> semantic cache -> retrieve ->
+// postprocess, measuring every stage.
+//
+// Typical use:
+//   auto engine = rapidqa::QAEngine::create({});
+//   if (!engine) { /* engine.status().message() */ }
+//   auto loaded = (*engine)->load_knowledge("faq.jsonl");
+//   auto answer = (*engine)->ask("How do I reset my password?");
+//
+// Thread safety: thread-safe. ask() and ask_batch() may be called from any
+// number of threads while other threads add, update or remove entries; an
+// update is visible to every ask that starts after it returns, and no cache
+// serves an answer built from the entry's previous version after that.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "rapidqa/answer.h"
+#include "rapidqa/clock.h"
+#include "rapidqa/compute_runtime.h"
+#include "rapidqa/encoder.h"
+#include "rapidqa/export.h"
+#include "rapidqa/hashing_encoder.h"
+#include "rapidqa/knowledge_entry.h"
+#include "rapidqa/knowledge_file.h"
+#include "rapidqa/metrics.h"
+#include "rapidqa/result_cache.h"
+#include "rapidqa/semantic_cache.h"
+#include "rapidqa/status.h"
+#include "rapidqa/text_normalizer.h"
+
+namespace rapidqa {
+
+struct EngineOptions {
+  // The encoder used for retrieval and the semantic cache. Null: a
+  // HashingEncoder built from `hashing` below. Shared, not copied.
+  std::shared_ptr<Encoder> encoder;
+  HashingEncoderOptions hashing;           // used when encoder is null
+
+  NormalizeOptions normalize;              // question normalisation and size limit
+  ResultCacheOptions result_cache;         // exact tier (TTL 5 min by default)
+  SemanticCacheOptions semantic_cache;     // similar-question tier (TTL 1 h); dimension is taken from the encoder
+  bool enable_result_cache = true;
+  bool enable_semantic_cache = true;
+
+  std::size_t knowledge_exact_limit = 2048;  // above this many phrasings, retrieval uses HNSW instead of exact search
+  int knowledge_search_breadth = 128;        // HNSW candidate list size (efSearch); larger = better recall, slower
+
+  float min_answer_score = 0.35f;          // best-match cosine below this gives the fallback answer
+  std::string fallback_answer = "Sorry, I don't have an answer to that question yet.";
+  std::size_t top_k = 3;                   // matches reported in Answer::matches
+
+  ComputeThreads threads;                  // applied process-wide at create()
+  std::shared_ptr<Clock> clock;            // time source for TTLs; null = steady clock
+};
+
+struct AskOptions {
+  bool use_cache = true;                   // false: skip both cache tiers (no lookup, no fill)
+  std::optional<std::size_t> top_k;        // override EngineOptions::top_k
+  std::optional<float> min_answer_score;   // override EngineOptions::min_answer_score
+};
+
+struct KnowledgeLoadReport {
+  std::size_t entries = 0;                 // entries now in the engine
+  std::size_t phrasings = 0;               // questions + alternates indexed
+  std::vector<KnowledgeLineError> skipped; // bad lines left out (skip_invalid_lines only)
+};
+
+class RAPIDQA_EXPORT QAEngine {
+ public:
+  // Fails with kInvalidArgument when an option is out of range.
+  static Result<std::unique_ptr<QAEngine>> create(EngineOptions options = {});
+  ~QAEngine();
+  QAEngine(const QAEngine&) = delete;
+  QAEngine& operator=(const QAEngine&) = delete;
+
+  // Replaces the whole knowledge base with the file's entries (see
+  // knowledge_file.h for the format and what happens to bad lines). On error
+  // the engine keeps the knowledge it had. Clears both caches.
+  Result<KnowledgeLoadReport> load_knowledge(const std::string& path,
+                                             const KnowledgeFileOptions& file_options = {});
+  // The same from entries in memory. kAlreadyExists on duplicate ids.
+  Result<KnowledgeLoadReport> load_entries(std::vector<KnowledgeEntry> entries);
+
+  // Run-time changes. add: kAlreadyExists when the id exists. update:
+  // kNotFound when it does not; replaces every field and bumps the version.
+  // remove: kNotFound when it does not. All: kInvalidArgument for a bad
+  // entry. Cached answers built from the entry are dropped before the call
+  // returns.
+  Status add_entry(KnowledgeEntry entry);
+  Status update_entry(KnowledgeEntry entry);
+  Status remove_entry(const std::string& id);
+  // A copy of the entry as stored (with its version), or kNotFound.
+  Result<KnowledgeEntry> entry(const std::string& id) const;
+  std::size_t entry_count() const;
+
+  // Re-learns the encoder's corpus statistics (IDF) from the current
+  // knowledge and re-encodes it; load_knowledge does this itself, later
+  // adds and updates reuse the statistics of the last load.
+  Status reindex();
+
+  // Answers one question. Errors (kInvalidArgument for empty or invalid
+  // UTF-8 text, kOutOfRange for oversize text) are for bad input only; a
+  // question nothing matches gets the fallback Answer, not an error.
+  Result<Answer> ask(std::string_view question, const AskOptions& options = {});
+  // One result per question, in order.
+  std::vector<Result<Answer>> ask_batch(const std::vector<std::string>& questions,
+                                        const AskOptions& options = {});
+
+  MetricsSnapshot metrics() const;
+  void reset_metrics();
+  // Drops every cached answer of both tiers.
+  void clear_caches();
+
+  const Encoder& encoder() const;
+
+ private:
+  QAEngine();
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace rapidqa

@@ -1,0 +1,191 @@
+#include "engine/knowledge_base.h"
+
+#include <algorithm>
+#include <unordered_set>
+
+#include <fmt/format.h>
+
+namespace rapidqa::engine {
+namespace {
+
+std::vector<const std::string*> phrasings_of(const KnowledgeEntry& e) {
+  std::vector<const std::string*> out{&e.question};
+  for (const auto& alt : e.alternates) out.push_back(&alt);
+  return out;
+}
+
+index::VectorIndexOptions index_options(std::size_t dimension, const KnowledgeBaseOptions& o) {
+  index::VectorIndexOptions io;
+  io.dimension = dimension;
+  io.exact_limit = o.exact_limit;
+  io.hnsw_search_breadth = o.search_breadth;
+  return io;
+}
+
+}  // namespace
+
+KnowledgeBase::KnowledgeBase(std::shared_ptr<Encoder> encoder, KnowledgeBaseOptions options)
+    : encoder_(std::move(encoder)), options_(options), index_(index_options(encoder_->dimension(), options)) {}
+
+Status KnowledgeBase::encode_phrasings(const std::vector<const KnowledgeEntry*>& entries, Encoded& out,
+                                       std::vector<std::size_t>* phrasing_counts) const {
+  for (const KnowledgeEntry* e : entries) {
+    std::size_t count = 0;
+    for (const std::string* phrasing : phrasings_of(*e)) {
+      auto normalized = normalize_text(*phrasing, options_.normalize);
+      if (!normalized) {
+        return Status::invalid_argument(
+            fmt::format("entry '{}': phrasing \"{}\": {}", e->id, *phrasing, normalized.status().message()));
+      }
+      out.normalized.push_back(std::move(normalized).value());
+      ++count;
+    }
+    if (phrasing_counts) phrasing_counts->push_back(count);
+  }
+  return encoder_->encode(out.normalized, out.vectors);
+}
+
+Status KnowledgeBase::replace_all(std::vector<KnowledgeEntry> entries) {
+  std::unordered_set<std::string> ids;
+  std::vector<const KnowledgeEntry*> pointers;
+  for (const auto& e : entries) {
+    if (!ids.insert(e.id).second) return Status::already_exists(fmt::format("duplicate entry id '{}'", e.id));
+    pointers.push_back(&e);
+  }
+  Encoded encoded;
+  std::vector<std::size_t> counts;
+  // Normalise first (errors must leave everything untouched), then refit the
+  // encoder's corpus statistics and encode with them.
+  for (const KnowledgeEntry* e : pointers) {
+    for (const std::string* phrasing : phrasings_of(*e)) {
+      auto normalized = normalize_text(*phrasing, options_.normalize);
+      if (!normalized) {
+        return Status::invalid_argument(
+            fmt::format("entry '{}': phrasing \"{}\": {}", e->id, *phrasing, normalized.status().message()));
+      }
+      encoded.normalized.push_back(std::move(normalized).value());
+    }
+    counts.push_back(1 + e->alternates.size());
+  }
+  encoder_->adapt(encoded.normalized);
+  Status s = encoder_->encode(encoded.normalized, encoded.vectors);
+  if (!s.is_ok()) return s;
+
+  index::VectorIndex fresh(index_options(encoder_->dimension(), options_));
+  std::unordered_map<std::string, StoredEntry> stored;
+  std::unordered_map<std::int64_t, std::string> label_to_id;
+  std::vector<std::int64_t> labels;
+  std::int64_t next = 0;
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    StoredEntry se;
+    for (std::size_t j = 0; j < counts[i]; ++j) {
+      se.labels.push_back(next);
+      labels.push_back(next);
+      label_to_id.emplace(next, entries[i].id);
+      ++next;
+    }
+    if (entries[i].version == 0) entries[i].version = 1;
+    const std::string id = entries[i].id;
+    se.entry = std::move(entries[i]);
+    stored.emplace(id, std::move(se));
+  }
+  fresh.add_batch(labels, encoded.vectors.data());
+  index_ = std::move(fresh);
+  entries_ = std::move(stored);
+  label_to_id_ = std::move(label_to_id);
+  next_label_ = next;
+  return Status::ok();
+}
+
+Status KnowledgeBase::insert_encoded(KnowledgeEntry entry) {
+  Encoded encoded;
+  Status s = encode_phrasings({&entry}, encoded, nullptr);
+  if (!s.is_ok()) return s;
+  StoredEntry se;
+  const std::size_t dim = encoder_->dimension();
+  for (std::size_t j = 0; j < encoded.normalized.size(); ++j) {
+    const std::int64_t label = next_label_++;
+    index_.upsert(label, encoded.vectors.data() + j * dim);
+    label_to_id_.emplace(label, entry.id);
+    se.labels.push_back(label);
+  }
+  const std::string id = entry.id;
+  se.entry = std::move(entry);
+  entries_[id] = std::move(se);
+  return Status::ok();
+}
+
+void KnowledgeBase::erase_labels(StoredEntry& stored) {
+  for (auto label : stored.labels) {
+    index_.remove(label);
+    label_to_id_.erase(label);
+  }
+  stored.labels.clear();
+}
+
+Status KnowledgeBase::add(KnowledgeEntry entry) {
+  if (entries_.count(entry.id)) return Status::already_exists(fmt::format("entry id '{}' already exists", entry.id));
+  entry.version = 1;
+  return insert_encoded(std::move(entry));
+}
+
+Status KnowledgeBase::update(KnowledgeEntry entry) {
+  const auto it = entries_.find(entry.id);
+  if (it == entries_.end()) return Status::not_found(fmt::format("no entry with id '{}'", entry.id));
+  // Encode the new phrasings before touching the index, so a bad update
+  // leaves the old entry in place.
+  Encoded encoded;
+  Status s = encode_phrasings({&entry}, encoded, nullptr);
+  if (!s.is_ok()) return s;
+  entry.version = it->second.entry.version + 1;
+  erase_labels(it->second);
+  const std::size_t dim = encoder_->dimension();
+  for (std::size_t j = 0; j < encoded.normalized.size(); ++j) {
+    const std::int64_t label = next_label_++;
+    index_.upsert(label, encoded.vectors.data() + j * dim);
+    label_to_id_.emplace(label, entry.id);
+    it->second.labels.push_back(label);
+  }
+  it->second.entry = std::move(entry);
+  return Status::ok();
+}
+
+Status KnowledgeBase::remove(const std::string& id) {
+  const auto it = entries_.find(id);
+  if (it == entries_.end()) return Status::not_found(fmt::format("no entry with id '{}'", id));
+  erase_labels(it->second);
+  entries_.erase(it);
+  return Status::ok();
+}
+
+Status KnowledgeBase::reindex() {
+  std::vector<KnowledgeEntry> all;
+  all.reserve(entries_.size());
+  for (const auto& [id, se] : entries_) all.push_back(se.entry);
+  // Keep ids in a stable order so labels do not depend on hash order.
+  std::sort(all.begin(), all.end(), [](const auto& a, const auto& b) { return a.id < b.id; });
+  return replace_all(std::move(all));
+}
+
+const KnowledgeEntry* KnowledgeBase::find(const std::string& id) const {
+  const auto it = entries_.find(id);
+  return it == entries_.end() ? nullptr : &it->second.entry;
+}
+
+std::vector<KnowledgeMatch> KnowledgeBase::search(const float* query, std::size_t top_k) const {
+  std::vector<KnowledgeMatch> matches;
+  if (top_k == 0 || entries_.empty()) return matches;
+  // Several phrasings of one entry can crowd the top: fetch more phrasings
+  // than entries wanted and keep each entry's best.
+  const auto neighbors = index_.search(query, std::max<std::size_t>(top_k * 4, 8));
+  std::unordered_set<std::string> seen;
+  for (const auto& n : neighbors) {
+    const auto id = label_to_id_.find(n.label);
+    if (id == label_to_id_.end() || !seen.insert(id->second).second) continue;
+    matches.push_back({&entries_.at(id->second).entry, n.similarity});
+    if (matches.size() == top_k) break;
+  }
+  return matches;
+}
+
+}  // namespace rapidqa::engine

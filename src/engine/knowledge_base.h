@@ -1,0 +1,78 @@
+// KnowledgeBase: the entries the engine answers from, and a vector index
+// over every phrasing (question and alternates) of every entry.
+//
+// Thread safety: thread-compatible; QAEngine holds a reader/writer lock
+// around it (search() is const and may run concurrently).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "index/vector_index.h"
+#include "rapidqa/encoder.h"
+#include "rapidqa/knowledge_entry.h"
+#include "rapidqa/status.h"
+#include "rapidqa/text_normalizer.h"
+
+namespace rapidqa::engine {
+
+struct KnowledgeBaseOptions {
+  std::size_t exact_limit = 2048;
+  int search_breadth = 128;
+  NormalizeOptions normalize;
+};
+
+struct KnowledgeMatch {
+  const KnowledgeEntry* entry;  // valid while the base is not modified
+  float similarity;
+};
+
+class KnowledgeBase {
+ public:
+  KnowledgeBase(std::shared_ptr<Encoder> encoder, KnowledgeBaseOptions options);
+
+  // Replaces everything; on error nothing changes. Refits the encoder.
+  Status replace_all(std::vector<KnowledgeEntry> entries);
+  Status add(KnowledgeEntry entry);
+  Status update(KnowledgeEntry entry);
+  Status remove(const std::string& id);
+  // Refits the encoder on the current phrasings and re-encodes them.
+  Status reindex();
+
+  const KnowledgeEntry* find(const std::string& id) const;
+  std::size_t size() const { return entries_.size(); }
+  std::size_t phrasing_count() const { return index_.size(); }
+
+  // The best entries for a query vector, at most top_k, best first; each
+  // entry scores its best phrasing.
+  std::vector<KnowledgeMatch> search(const float* query, std::size_t top_k) const;
+
+ private:
+  struct StoredEntry {
+    KnowledgeEntry entry;
+    std::vector<std::int64_t> labels;  // one per phrasing in the index
+  };
+  struct Encoded {
+    std::vector<std::string> normalized;  // every phrasing, normalised
+    std::vector<float> vectors;
+  };
+
+  // Normalises and encodes every phrasing of the entries, in order.
+  Status encode_phrasings(const std::vector<const KnowledgeEntry*>& entries, Encoded& out,
+                          std::vector<std::size_t>* phrasing_counts) const;
+  Status insert_encoded(KnowledgeEntry entry);
+  void erase_labels(StoredEntry& stored);
+  void rebuild_from(std::unordered_map<std::string, StoredEntry>& entries);
+
+  std::shared_ptr<Encoder> encoder_;
+  KnowledgeBaseOptions options_;
+  index::VectorIndex index_;
+  std::unordered_map<std::string, StoredEntry> entries_;
+  std::unordered_map<std::int64_t, std::string> label_to_id_;
+  std::int64_t next_label_ = 0;
+};
+
+}  // namespace rapidqa::engine

@@ -1,0 +1,161 @@
+#include <fstream>
+#include <sstream>
+#include <unordered_map>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "common/guard.h"
+#include "rapidqa/knowledge_file.h"
+#include "text/utf8.h"
+
+namespace rapidqa {
+namespace {
+
+constexpr std::size_t kMaxIdBytes = 256;
+
+using json = nlohmann::json;
+
+// Reads a required or optional string field; returns an error message or "".
+std::string read_string(const json& obj, const char* field, bool required, std::string& out) {
+  const auto it = obj.find(field);
+  if (it == obj.end() || it->is_null()) {
+    return required ? fmt::format("field '{}' is missing", field) : "";
+  }
+  if (!it->is_string()) return fmt::format("field '{}': expected a string, got {}", field, it->type_name());
+  out = it->get<std::string>();
+  return "";
+}
+
+std::string read_string_array(const json& obj, const char* field, std::vector<std::string>& out) {
+  const auto it = obj.find(field);
+  if (it == obj.end() || it->is_null()) return "";
+  if (!it->is_array()) return fmt::format("field '{}': expected an array of strings, got {}", field, it->type_name());
+  for (std::size_t i = 0; i < it->size(); ++i) {
+    const auto& item = (*it)[i];
+    if (!item.is_string()) {
+      return fmt::format("field '{}'[{}]: expected a string, got {}", field, i, item.type_name());
+    }
+    out.push_back(item.get<std::string>());
+  }
+  return "";
+}
+
+// Parses one JSON line into an entry; returns "" or what is wrong with it.
+std::string parse_line(const std::string& line, KnowledgeEntry& entry) {
+  json obj;
+  try {
+    obj = json::parse(line);
+  } catch (const json::parse_error& e) {
+    return fmt::format("not valid JSON ({})", e.what());
+  }
+  if (!obj.is_object()) return fmt::format("expected a JSON object, got {}", obj.type_name());
+  for (const auto& [key, value] : obj.items()) {
+    static const char* const kKnown[] = {"id", "question", "alternates", "answer", "context", "tags"};
+    bool known = false;
+    for (const char* k : kKnown) known = known || key == k;
+    if (!known) return fmt::format("unknown field '{}' (expected id, question, alternates, answer, context, tags)", key);
+  }
+  for (const auto& message : {read_string(obj, "id", true, entry.id),
+                              read_string(obj, "question", true, entry.question),
+                              read_string(obj, "answer", true, entry.answer),
+                              read_string(obj, "context", false, entry.context),
+                              read_string_array(obj, "alternates", entry.alternates),
+                              read_string_array(obj, "tags", entry.tags)}) {
+    if (!message.empty()) return message;
+  }
+  const Status valid = validate_entry(entry);
+  return valid.is_ok() ? "" : valid.message();
+}
+
+bool is_blank(const std::string& s) {
+  return s.find_first_not_of(" \t\r\n") == std::string::npos;
+}
+
+}  // namespace
+
+Status validate_entry(const KnowledgeEntry& entry) {
+  auto non_empty = [](const std::string& field, const std::string& value) -> std::string {
+    if (is_blank(value)) return fmt::format("field '{}': expected a non-empty string", field);
+    if (text::find_invalid_utf8(value) != std::string::npos) return fmt::format("field '{}': not valid UTF-8", field);
+    return "";
+  };
+  std::string problem = non_empty("id", entry.id);
+  if (problem.empty() && entry.id.size() > kMaxIdBytes) {
+    problem = fmt::format("field 'id': {} bytes, more than the limit of {}", entry.id.size(), kMaxIdBytes);
+  }
+  if (problem.empty()) problem = non_empty("question", entry.question);
+  if (problem.empty()) problem = non_empty("answer", entry.answer);
+  for (std::size_t i = 0; problem.empty() && i < entry.alternates.size(); ++i) {
+    problem = non_empty(fmt::format("alternates[{}]", i), entry.alternates[i]);
+  }
+  if (problem.empty() && text::find_invalid_utf8(entry.context) != std::string::npos) {
+    problem = "field 'context': not valid UTF-8";
+  }
+  for (std::size_t i = 0; problem.empty() && i < entry.tags.size(); ++i) {
+    problem = non_empty(fmt::format("tags[{}]", i), entry.tags[i]);
+  }
+  if (!problem.empty()) return Status::invalid_argument(problem);
+  return Status::ok();
+}
+
+Result<KnowledgeFile> parse_knowledge_jsonl(std::istream& in, const std::string& source,
+                                            const KnowledgeFileOptions& options) {
+  return detail::guarded("reading knowledge", [&]() -> Result<KnowledgeFile> {
+    KnowledgeFile file;
+    std::vector<KnowledgeLineError> errors;
+    std::unordered_map<std::string, std::size_t> first_line_of_id;
+    std::string line;
+    std::size_t line_number = 0;
+    while (std::getline(in, line)) {
+      ++line_number;
+      if (!line.empty() && line.back() == '\r') line.pop_back();
+      if (line_number == 1 && line.rfind("\xEF\xBB\xBF", 0) == 0) line.erase(0, 3);  // UTF-8 byte order mark
+      if (is_blank(line) || line[line.find_first_not_of(" \t")] == '#') continue;
+      KnowledgeEntry entry;
+      std::string problem = parse_line(line, entry);
+      if (problem.empty()) {
+        const auto [it, fresh] = first_line_of_id.emplace(entry.id, line_number);
+        if (!fresh) problem = fmt::format("field 'id': duplicate id '{}' (first used on line {})", entry.id, it->second);
+      }
+      if (!problem.empty()) {
+        errors.push_back({line_number, std::move(problem)});
+        continue;
+      }
+      file.entries.push_back(std::move(entry));
+    }
+    if (in.bad()) return Status::io_error(fmt::format("{}: read failed after line {}", source, line_number));
+    if (!errors.empty() && !options.skip_invalid_lines) {
+      std::string message = fmt::format("{}: {} invalid line{}, nothing loaded", source, errors.size(),
+                                         errors.size() == 1 ? "" : "s");
+      for (std::size_t i = 0; i < errors.size() && i < options.max_errors_reported; ++i) {
+        message += fmt::format("\n  line {}: {}", errors[i].line, errors[i].message);
+      }
+      if (errors.size() > options.max_errors_reported) {
+        message += fmt::format("\n  ... and {} more", errors.size() - options.max_errors_reported);
+      }
+      return Status::invalid_argument(message);
+    }
+    file.skipped = std::move(errors);
+    return file;
+  });
+}
+
+Result<KnowledgeEntry> parse_knowledge_entry_json(const std::string& json_object) {
+  return detail::guarded("parsing an entry", [&]() -> Result<KnowledgeEntry> {
+    KnowledgeEntry entry;
+    std::string problem = parse_line(json_object, entry);
+    if (!problem.empty()) return Status::invalid_argument(problem);
+    return entry;
+  });
+}
+
+Result<KnowledgeFile> read_knowledge_file(const std::string& path, const KnowledgeFileOptions& options) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    return Status::not_found(fmt::format("knowledge file '{}' cannot be opened (missing or unreadable)", path));
+  }
+  return parse_knowledge_jsonl(in, path, options);
+}
+
+}  // namespace rapidqa

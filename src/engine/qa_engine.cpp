@@ -1,0 +1,290 @@
+#include "rapidqa/qa_engine.h"
+
+#include <mutex>
+#include <shared_mutex>
+
+#include <fmt/format.h>
+
+#include "common/guard.h"
+#include "engine/knowledge_base.h"
+#include "metrics/metrics_registry.h"
+
+namespace rapidqa {
+namespace {
+
+using SteadyTime = std::chrono::steady_clock;
+
+// Measures one stage into an Answer's timings.
+class StageTimer {
+ public:
+  explicit StageTimer(StageTimings& timings) : timings_(timings), start_(SteadyTime::now()) {}
+  void finish(Stage stage) {
+    const auto now = SteadyTime::now();
+    timings_[stage] += std::chrono::duration_cast<std::chrono::nanoseconds>(now - start_);
+    start_ = now;
+  }
+
+ private:
+  StageTimings& timings_;
+  SteadyTime::time_point start_;
+};
+
+Status validate_options(const EngineOptions& o) {
+  if (o.encoder && o.encoder->dimension() == 0) return Status::invalid_argument("encoder has dimension 0");
+  if (!o.encoder && o.hashing.dimension == 0) return Status::invalid_argument("hashing.dimension must be positive");
+  if (o.min_answer_score < -1.0f || o.min_answer_score > 1.0f) {
+    return Status::invalid_argument(fmt::format("min_answer_score {} is outside [-1, 1]", o.min_answer_score));
+  }
+  if (o.top_k == 0) return Status::invalid_argument("top_k must be at least 1");
+  if (o.knowledge_search_breadth <= 0) return Status::invalid_argument("knowledge_search_breadth must be positive");
+  if (o.normalize.max_bytes == 0) return Status::invalid_argument("normalize.max_bytes must be positive");
+  return Status::ok();
+}
+
+}  // namespace
+
+struct QAEngine::Impl {
+  EngineOptions options;
+  std::shared_ptr<Encoder> encoder;
+  std::unique_ptr<ResultCache> result_cache;      // null when disabled
+  std::unique_ptr<SemanticCache> semantic_cache;  // null when disabled
+  mutable std::shared_mutex knowledge_mu;         // writers: load/add/update/remove
+  std::unique_ptr<engine::KnowledgeBase> knowledge;  // guarded by knowledge_mu
+  metrics::MetricsRegistry metrics;
+
+  // Drops cached answers built from an entry; knowledge_mu held exclusively,
+  // so no ask can refill them from the old version in between.
+  void invalidate(const std::string& entry_id) {
+    if (result_cache) result_cache->invalidate_entry(entry_id);
+    if (semantic_cache) semantic_cache->invalidate_entry(entry_id);
+  }
+
+  Answer answer_from_knowledge(const std::vector<engine::KnowledgeMatch>& matches, float min_score) const {
+    Answer answer;
+    for (const auto& m : matches) answer.matches.push_back({m.entry->id, m.similarity});
+    if (!matches.empty() && matches.front().similarity >= min_score) {
+      answer.text = matches.front().entry->answer;
+      answer.score = matches.front().similarity;
+      answer.tier = AnswerTier::kKnowledge;
+    } else {
+      answer.text = options.fallback_answer;
+      answer.score = matches.empty() ? 0.0f : matches.front().similarity;
+      answer.tier = AnswerTier::kFallback;
+    }
+    return answer;
+  }
+
+  Result<Answer> ask(std::string_view question, const AskOptions& ask_options) {
+    const auto started = SteadyTime::now();
+    Answer answer;
+    StageTimings timings;
+    StageTimer timer(timings);
+    const bool use_cache = ask_options.use_cache;
+    const bool use_result_cache = use_cache && result_cache;
+    const bool use_semantic_cache = use_cache && semantic_cache;
+
+    auto normalized = normalize_text(question, options.normalize);
+    timer.finish(Stage::kNormalize);
+    if (!normalized) {
+      metrics.record_error();
+      return normalized.status();
+    }
+    const std::string& key = normalized.value();
+
+    auto finish = [&](Answer&& a, bool semantic_looked_up) -> Result<Answer> {
+      a.timings = timings;
+      a.timings[Stage::kTotal] = std::chrono::duration_cast<std::chrono::nanoseconds>(SteadyTime::now() - started);
+      metrics.record_answer(a, use_result_cache, semantic_looked_up);
+      return std::move(a);
+    };
+
+    if (use_result_cache) {
+      auto hit = result_cache->lookup(key);
+      timer.finish(Stage::kResultCache);
+      if (hit) {
+        hit->tier = AnswerTier::kResultCache;
+        return finish(std::move(*hit), false);
+      }
+    }
+
+    // Reads the knowledge under the shared lock for the rest of the request,
+    // so an update cannot slip between retrieval and the cache fill and
+    // leave an answer from the old version in a cache.
+    std::shared_lock<std::shared_mutex> lock(knowledge_mu);
+    std::vector<float> vector;
+    Status encoded = encoder->encode({key}, vector);
+    timer.finish(Stage::kEncode);
+    if (!encoded.is_ok()) {
+      metrics.record_error();
+      return encoded;
+    }
+
+    if (use_semantic_cache) {
+      SemanticLookup cached = semantic_cache->lookup(vector.data());
+      timer.finish(Stage::kSemanticCache);
+      if (cached.answer) {
+        Answer a = std::move(*cached.answer);
+        a.tier = AnswerTier::kSemanticCache;
+        if (use_result_cache) result_cache->insert(key, a);
+        return finish(std::move(a), true);
+      }
+    }
+
+    const std::size_t top_k = ask_options.top_k.value_or(options.top_k);
+    const auto matches = knowledge->search(vector.data(), std::max<std::size_t>(top_k, 1));
+    timer.finish(Stage::kRetrieve);
+
+    answer = answer_from_knowledge(matches, ask_options.min_answer_score.value_or(options.min_answer_score));
+    if (answer.matches.size() > top_k) answer.matches.resize(top_k);
+    // A fallback is never cached: a later entry may answer the question.
+    if (answer.tier == AnswerTier::kKnowledge) {
+      if (use_result_cache) result_cache->insert(key, answer);
+      if (use_semantic_cache) semantic_cache->insert(vector.data(), answer);
+    }
+    timer.finish(Stage::kPostprocess);
+    return finish(std::move(answer), use_semantic_cache);
+  }
+};
+
+QAEngine::QAEngine() : impl_(std::make_unique<Impl>()) {}
+QAEngine::~QAEngine() = default;
+
+Result<std::unique_ptr<QAEngine>> QAEngine::create(EngineOptions options) {
+  Status valid = validate_options(options);
+  if (!valid.is_ok()) return valid;
+  return detail::guarded("creating the engine", [&]() -> Result<std::unique_ptr<QAEngine>> {
+    Status threads = configure_compute_threads(options.threads);
+    if (!threads.is_ok()) return threads;
+    std::unique_ptr<QAEngine> engine(new QAEngine());
+    Impl& impl = *engine->impl_;
+    if (!options.clock) options.clock = steady_clock_instance();
+    impl.encoder = options.encoder ? options.encoder : std::make_shared<HashingEncoder>(options.hashing);
+    if (options.enable_result_cache) {
+      ResultCacheOptions rc = options.result_cache;
+      if (!rc.clock) rc.clock = options.clock;
+      impl.result_cache = std::make_unique<ResultCache>(rc);
+    }
+    if (options.enable_semantic_cache) {
+      SemanticCacheOptions sc = options.semantic_cache;
+      sc.dimension = impl.encoder->dimension();
+      if (!sc.clock) sc.clock = options.clock;
+      auto cache = SemanticCache::create(sc);
+      if (!cache) return cache.status();
+      impl.semantic_cache = std::move(cache).value();
+    }
+    engine::KnowledgeBaseOptions kb;
+    kb.exact_limit = options.knowledge_exact_limit;
+    kb.search_breadth = options.knowledge_search_breadth;
+    kb.normalize = options.normalize;
+    impl.knowledge = std::make_unique<engine::KnowledgeBase>(impl.encoder, kb);
+    impl.options = std::move(options);
+    return engine;
+  });
+}
+
+Result<KnowledgeLoadReport> QAEngine::load_knowledge(const std::string& path,
+                                                     const KnowledgeFileOptions& file_options) {
+  auto file = read_knowledge_file(path, file_options);
+  if (!file) return file.status();
+  auto skipped = std::move(file->skipped);
+  auto report = load_entries(std::move(file->entries));
+  if (!report) {
+    return Status(report.status().code(), fmt::format("{}: {}", path, report.status().message()));
+  }
+  report->skipped = std::move(skipped);
+  return report;
+}
+
+Result<KnowledgeLoadReport> QAEngine::load_entries(std::vector<KnowledgeEntry> entries) {
+  return detail::guarded("loading knowledge", [&]() -> Result<KnowledgeLoadReport> {
+    for (const auto& e : entries) {
+      Status valid = validate_entry(e);
+      if (!valid.is_ok()) return Status::invalid_argument(fmt::format("entry '{}': {}", e.id, valid.message()));
+    }
+    std::unique_lock<std::shared_mutex> lock(impl_->knowledge_mu);
+    Status s = impl_->knowledge->replace_all(std::move(entries));
+    if (!s.is_ok()) return s;
+    if (impl_->result_cache) impl_->result_cache->clear();
+    if (impl_->semantic_cache) impl_->semantic_cache->clear();
+    KnowledgeLoadReport report;
+    report.entries = impl_->knowledge->size();
+    report.phrasings = impl_->knowledge->phrasing_count();
+    return report;
+  });
+}
+
+Status QAEngine::add_entry(KnowledgeEntry entry) {
+  return detail::guarded("adding an entry", [&]() -> Status {
+    Status valid = validate_entry(entry);
+    if (!valid.is_ok()) return valid;
+    std::unique_lock<std::shared_mutex> lock(impl_->knowledge_mu);
+    return impl_->knowledge->add(std::move(entry));
+  });
+}
+
+Status QAEngine::update_entry(KnowledgeEntry entry) {
+  return detail::guarded("updating an entry", [&]() -> Status {
+    Status valid = validate_entry(entry);
+    if (!valid.is_ok()) return valid;
+    const std::string id = entry.id;
+    std::unique_lock<std::shared_mutex> lock(impl_->knowledge_mu);
+    Status s = impl_->knowledge->update(std::move(entry));
+    if (s.is_ok()) impl_->invalidate(id);
+    return s;
+  });
+}
+
+Status QAEngine::remove_entry(const std::string& id) {
+  return detail::guarded("removing an entry", [&]() -> Status {
+    std::unique_lock<std::shared_mutex> lock(impl_->knowledge_mu);
+    Status s = impl_->knowledge->remove(id);
+    if (s.is_ok()) impl_->invalidate(id);
+    return s;
+  });
+}
+
+Result<KnowledgeEntry> QAEngine::entry(const std::string& id) const {
+  std::shared_lock<std::shared_mutex> lock(impl_->knowledge_mu);
+  const KnowledgeEntry* e = impl_->knowledge->find(id);
+  if (!e) return Status::not_found(fmt::format("no entry with id '{}'", id));
+  return *e;
+}
+
+std::size_t QAEngine::entry_count() const {
+  std::shared_lock<std::shared_mutex> lock(impl_->knowledge_mu);
+  return impl_->knowledge->size();
+}
+
+Status QAEngine::reindex() {
+  return detail::guarded("reindexing", [&]() -> Status {
+    std::unique_lock<std::shared_mutex> lock(impl_->knowledge_mu);
+    Status s = impl_->knowledge->reindex();
+    // Vectors changed meaning: cached similar-question vectors are stale.
+    if (s.is_ok() && impl_->semantic_cache) impl_->semantic_cache->clear();
+    return s;
+  });
+}
+
+Result<Answer> QAEngine::ask(std::string_view question, const AskOptions& options) {
+  return detail::guarded("answering", [&]() -> Result<Answer> { return impl_->ask(question, options); });
+}
+
+std::vector<Result<Answer>> QAEngine::ask_batch(const std::vector<std::string>& questions,
+                                                const AskOptions& options) {
+  std::vector<Result<Answer>> answers;
+  answers.reserve(questions.size());
+  for (const auto& q : questions) answers.push_back(ask(q, options));
+  return answers;
+}
+
+MetricsSnapshot QAEngine::metrics() const { return impl_->metrics.snapshot(); }
+void QAEngine::reset_metrics() { impl_->metrics.reset(); }
+
+void QAEngine::clear_caches() {
+  if (impl_->result_cache) impl_->result_cache->clear();
+  if (impl_->semantic_cache) impl_->semantic_cache->clear();
+}
+
+const Encoder& QAEngine::encoder() const { return *impl_->encoder; }
+
+}  // namespace rapidqa

@@ -1,0 +1,200 @@
+#include "index/vector_index.h"
+
+#include <faiss/IndexFlat.h>
+#include <faiss/IndexHNSW.h>
+#include <faiss/impl/IDSelector.h>
+
+#include <omp.h>
+
+#include <algorithm>
+#include <stdexcept>
+
+#include "runtime/compute_threads.h"
+
+namespace rapidqa::index {
+namespace {
+
+// Lets FAISS skip tombstoned rows during the search itself, so a query
+// still gets k live results however many rows were removed.
+struct LiveRows final : faiss::IDSelector {
+  explicit LiveRows(const std::vector<std::int64_t>& row_label) : row_label(row_label) {}
+  bool is_member(faiss::Index::idx_t row) const override {
+    return row >= 0 && static_cast<std::size_t>(row) < row_label.size() && row_label[row] >= 0;
+  }
+  const std::vector<std::int64_t>& row_label;
+};
+
+// FAISS opens an OpenMP team for every search, even of one query, and the
+// team size is a per-thread setting shared with LibTorch. This sets it for
+// the duration of one search on the calling thread only: one thread for a
+// single query (waking a team costs more than it saves), the configured
+// count for batches.
+class ScopedSearchThreads {
+ public:
+  explicit ScopedSearchThreads(std::size_t queries) : previous_(omp_get_max_threads()) {
+    omp_set_num_threads(queries <= 1 ? 1 : std::max(1, runtime::configured_search_threads()));
+  }
+  ~ScopedSearchThreads() { omp_set_num_threads(previous_); }
+  ScopedSearchThreads(const ScopedSearchThreads&) = delete;
+  ScopedSearchThreads& operator=(const ScopedSearchThreads&) = delete;
+
+ private:
+  int previous_;
+};
+
+}  // namespace
+
+VectorIndex::VectorIndex(VectorIndexOptions options) : options_(options) {
+  if (options_.dimension == 0) throw std::invalid_argument("VectorIndex: dimension must be positive");
+  index_ = make_index(false);
+}
+
+VectorIndex::~VectorIndex() = default;
+VectorIndex::VectorIndex(VectorIndex&&) noexcept = default;
+VectorIndex& VectorIndex::operator=(VectorIndex&&) noexcept = default;
+
+std::unique_ptr<faiss::Index> VectorIndex::make_index(bool approximate) const {
+  const auto d = static_cast<faiss::Index::idx_t>(options_.dimension);
+  if (!approximate) return std::make_unique<faiss::IndexFlatIP>(d);
+  auto hnsw = std::make_unique<faiss::IndexHNSWFlat>(d, options_.hnsw_neighbors, faiss::METRIC_INNER_PRODUCT);
+  hnsw->hnsw.efConstruction = options_.hnsw_build_breadth;
+  hnsw->hnsw.efSearch = options_.hnsw_search_breadth;
+  return hnsw;
+}
+
+void VectorIndex::upsert(std::int64_t label, const float* vector) {
+  remove(label);
+  const auto row = static_cast<std::int64_t>(row_label_.size());
+  row_label_.push_back(label);
+  label_to_row_[label] = row;
+  index_->add(1, vector);
+  maybe_compact_or_grow();
+}
+
+void VectorIndex::add_batch(const std::vector<std::int64_t>& labels, const float* vectors) {
+  if (labels.empty()) return;
+  for (auto label : labels) {
+    if (label < 0) throw std::invalid_argument("VectorIndex: labels must be non-negative");
+    if (contains(label)) remove(label);
+  }
+  const auto first_row = static_cast<std::int64_t>(row_label_.size());
+  for (std::size_t i = 0; i < labels.size(); ++i) {
+    row_label_.push_back(labels[i]);
+    label_to_row_[labels[i]] = first_row + static_cast<std::int64_t>(i);
+  }
+  index_->add(static_cast<faiss::Index::idx_t>(labels.size()), vectors);
+  maybe_compact_or_grow();
+}
+
+bool VectorIndex::remove(std::int64_t label) {
+  const auto it = label_to_row_.find(label);
+  if (it == label_to_row_.end()) return false;
+  row_label_[static_cast<std::size_t>(it->second)] = -1;
+  label_to_row_.erase(it);
+  ++tombstones_;
+  maybe_compact_or_grow();
+  return true;
+}
+
+void VectorIndex::clear() {
+  row_label_.clear();
+  label_to_row_.clear();
+  tombstones_ = 0;
+  approximate_ = false;
+  index_ = make_index(false);
+}
+
+void VectorIndex::maybe_compact_or_grow() {
+  const bool want_approximate = label_to_row_.size() > options_.exact_limit;
+  const bool too_many_tombstones = tombstones_ > 64 && tombstones_ * 4 > row_label_.size();
+  // Switch back to exact search only well below the limit, so an index
+  // hovering around it does not rebuild on every change.
+  const bool shrink = approximate_ && label_to_row_.size() * 2 < options_.exact_limit;
+  if ((want_approximate && !approximate_) || shrink || too_many_tombstones) {
+    rebuild(shrink ? false : (approximate_ || want_approximate));
+  }
+}
+
+void VectorIndex::rebuild(bool approximate) {
+  std::vector<float> live_vectors;
+  std::vector<std::int64_t> live_labels;
+  live_vectors.reserve(label_to_row_.size() * options_.dimension);
+  live_labels.reserve(label_to_row_.size());
+  for (std::size_t row = 0; row < row_label_.size(); ++row) {
+    if (row_label_[row] < 0) continue;
+    live_labels.push_back(row_label_[row]);
+    const float* v = row_vector(static_cast<std::int64_t>(row));
+    live_vectors.insert(live_vectors.end(), v, v + options_.dimension);
+  }
+  auto fresh = make_index(approximate);
+  if (!live_labels.empty()) fresh->add(static_cast<faiss::Index::idx_t>(live_labels.size()), live_vectors.data());
+  index_ = std::move(fresh);
+  approximate_ = approximate;
+  row_label_ = std::move(live_labels);
+  label_to_row_.clear();
+  for (std::size_t row = 0; row < row_label_.size(); ++row) label_to_row_[row_label_[row]] = static_cast<std::int64_t>(row);
+  tombstones_ = 0;
+}
+
+std::vector<Neighbor> VectorIndex::search(const float* query, std::size_t k) const {
+  auto batch = search_batch(query, 1, k);
+  return std::move(batch.front());
+}
+
+std::vector<std::vector<Neighbor>> VectorIndex::search_batch(const float* queries, std::size_t n,
+                                                             std::size_t k) const {
+  std::vector<std::vector<Neighbor>> results(n);
+  if (n == 0 || k == 0 || label_to_row_.empty()) return results;
+  k = std::min(k, label_to_row_.size());
+  std::vector<float> similarities(n * k);
+  std::vector<faiss::Index::idx_t> rows(n * k);
+  LiveRows live(row_label_);
+  ScopedSearchThreads threads(n);
+  if (approximate_) {
+    faiss::SearchParametersHNSW params;
+    params.efSearch = std::max<int>(options_.hnsw_search_breadth, static_cast<int>(k));
+    if (tombstones_ > 0) params.sel = &live;
+    index_->search(static_cast<faiss::Index::idx_t>(n), queries, static_cast<faiss::Index::idx_t>(k), similarities.data(),
+                   rows.data(), &params);
+  } else {
+    faiss::SearchParameters params;
+    if (tombstones_ > 0) params.sel = &live;
+    index_->search(static_cast<faiss::Index::idx_t>(n), queries, static_cast<faiss::Index::idx_t>(k), similarities.data(),
+                   rows.data(), &params);
+  }
+  for (std::size_t q = 0; q < n; ++q) {
+    auto& out = results[q];
+    out.reserve(k);
+    for (std::size_t j = 0; j < k; ++j) {
+      const faiss::Index::idx_t row = rows[q * k + j];
+      if (row < 0 || static_cast<std::size_t>(row) >= row_label_.size()) continue;
+      const std::int64_t label = row_label_[static_cast<std::size_t>(row)];
+      if (label < 0) continue;
+      out.push_back({label, similarities[q * k + j]});
+    }
+  }
+  return results;
+}
+
+const float* VectorIndex::vector_of(std::int64_t label) const {
+  const auto it = label_to_row_.find(label);
+  return it == label_to_row_.end() ? nullptr : row_vector(it->second);
+}
+
+const float* VectorIndex::row_vector(std::int64_t row) const {
+  const faiss::IndexFlat* flat = approximate_
+      ? dynamic_cast<const faiss::IndexFlat*>(static_cast<const faiss::IndexHNSW&>(*index_).storage)
+      : static_cast<const faiss::IndexFlat*>(index_.get());
+  return flat->get_xb() + static_cast<std::size_t>(row) * options_.dimension;
+}
+
+std::size_t VectorIndex::memory_bytes() const {
+  std::size_t bytes = row_label_.capacity() * sizeof(std::int64_t) +
+                      label_to_row_.size() * (sizeof(std::int64_t) * 2 + 16);
+  // FAISS's flat storage of every row, plus the graph links for HNSW.
+  bytes += row_label_.size() * options_.dimension * sizeof(float);
+  if (approximate_) bytes += row_label_.size() * static_cast<std::size_t>(options_.hnsw_neighbors) * 2 * sizeof(int);
+  return bytes;
+}
+
+}  // namespace rapidqa::index

@@ -1,0 +1,180 @@
+#include "rapidqa/hashing_encoder.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string_view>
+#include <unordered_map>
+#include <unordered_set>
+
+#include <fmt/format.h>
+
+#include "text/lexical_tokenizer.h"
+#include "text/utf8.h"
+
+namespace rapidqa {
+namespace {
+
+// Feature kinds are mixed into the hash so "ab" as a word and "ab" as a
+// character n-gram land in different buckets.
+enum class FeatureKind : std::uint8_t { kWord = 1, kWordBigram, kCharNgram, kCjkChar, kCjkBigram };
+
+std::uint64_t mix64(std::uint64_t x) {  // splitmix64 finaliser
+  x ^= x >> 30;
+  x *= 0xbf58476d1ce4e5b9ULL;
+  x ^= x >> 27;
+  x *= 0x94d049bb133111ebULL;
+  x ^= x >> 31;
+  return x;
+}
+
+std::uint64_t hash_bytes(std::uint64_t h, std::string_view bytes) {
+  for (unsigned char c : bytes) {  // FNV-1a
+    h ^= c;
+    h *= 0x100000001b3ULL;
+  }
+  return h;
+}
+
+struct Feature {
+  std::uint64_t hash;
+  float weight;
+};
+
+}  // namespace
+
+struct HashingEncoder::Impl {
+  HashingEncoderOptions options;
+  // IDF per feature hash, learned by adapt(); empty means IDF 1 everywhere.
+  std::unordered_map<std::uint64_t, float> idf;
+  float unseen_idf = 1.0f;  // IDF of a feature absent from the corpus
+
+  std::uint64_t feature_hash(FeatureKind kind, std::string_view a, std::string_view b = {}) const {
+    std::uint64_t h = 0xcbf29ce484222325ULL ^ mix64(options.seed + static_cast<std::uint64_t>(kind));
+    h = hash_bytes(h, a);
+    if (!b.empty()) {
+      h ^= 0x1f;  // separator: ("ab","c") differs from ("a","bc")
+      h *= 0x100000001b3ULL;
+      h = hash_bytes(h, b);
+    }
+    return mix64(h);
+  }
+
+  void add_char_ngrams(std::string_view word, std::vector<Feature>& out) const {
+    // Code point boundaries of "<word>", so n-grams never split a character.
+    std::string marked;
+    marked.reserve(word.size() + 2);
+    marked.push_back('<');
+    marked.append(word);
+    marked.push_back('>');
+    std::vector<std::size_t> starts;
+    for (std::size_t pos = 0; pos < marked.size();) {
+      starts.push_back(pos);
+      std::size_t len = 0;
+      text::decode_at(marked, pos, len);
+      pos += len;
+    }
+    starts.push_back(marked.size());
+    const std::size_t chars = starts.size() - 1;
+    for (std::size_t n = options.char_ngram_min; n <= options.char_ngram_max; ++n) {
+      if (n > chars) break;
+      for (std::size_t i = 0; i + n <= chars; ++i) {
+        const std::string_view gram(marked.data() + starts[i], starts[i + n] - starts[i]);
+        out.push_back({feature_hash(FeatureKind::kCharNgram, gram), options.char_ngram_weight});
+      }
+    }
+  }
+
+  std::vector<Feature> features(std::string_view text) const {
+    const auto tokens = text::lexical_tokens(text);
+    std::vector<Feature> out;
+    out.reserve(tokens.size() * 8);
+    for (std::size_t i = 0; i < tokens.size(); ++i) {
+      const auto& tok = tokens[i];
+      if (tok.cjk) {
+        out.push_back({feature_hash(FeatureKind::kCjkChar, tok.text), options.cjk_char_weight});
+      } else {
+        out.push_back({feature_hash(FeatureKind::kWord, tok.text), options.word_weight});
+        if (options.char_ngram_weight > 0) add_char_ngrams(tok.text, out);
+      }
+      if (i + 1 < tokens.size()) {
+        const auto& next = tokens[i + 1];
+        if (tok.cjk && next.cjk) {
+          out.push_back({feature_hash(FeatureKind::kCjkBigram, tok.text, next.text), options.cjk_bigram_weight});
+        } else {
+          out.push_back({feature_hash(FeatureKind::kWordBigram, tok.text, next.text), options.word_bigram_weight});
+        }
+      }
+    }
+    return out;
+  }
+
+  float idf_of(std::uint64_t hash) const {
+    if (idf.empty()) return 1.0f;
+    const auto it = idf.find(hash);
+    return it == idf.end() ? unseen_idf : it->second;
+  }
+};
+
+HashingEncoder::HashingEncoder(HashingEncoderOptions options) : impl_(std::make_unique<Impl>()) {
+  if (options.dimension == 0) options.dimension = 1;
+  if (options.char_ngram_min == 0) options.char_ngram_min = 1;
+  if (options.char_ngram_max < options.char_ngram_min) options.char_ngram_max = options.char_ngram_min;
+  impl_->options = options;
+}
+
+HashingEncoder::~HashingEncoder() = default;
+
+std::size_t HashingEncoder::dimension() const { return impl_->options.dimension; }
+
+std::string HashingEncoder::name() const { return fmt::format("hashing-{}", impl_->options.dimension); }
+
+Status HashingEncoder::encode_one(const std::string& text, float* out) const {
+  const std::size_t dim = impl_->options.dimension;
+  std::fill(out, out + dim, 0.0f);
+  if (text::find_invalid_utf8(text) != std::string_view::npos) {
+    return Status::invalid_argument("text to encode is not valid UTF-8");
+  }
+  for (const Feature& f : impl_->features(text)) {
+    const float sign = (f.hash >> 63) ? -1.0f : 1.0f;
+    out[f.hash % dim] += sign * f.weight * impl_->idf_of(f.hash);
+  }
+  double norm = 0;
+  for (std::size_t i = 0; i < dim; ++i) norm += static_cast<double>(out[i]) * out[i];
+  if (norm > 0) {
+    const auto inv = static_cast<float>(1.0 / std::sqrt(norm));
+    for (std::size_t i = 0; i < dim; ++i) out[i] *= inv;
+  }
+  return Status::ok();
+}
+
+Status HashingEncoder::encode(const std::vector<std::string>& texts, std::vector<float>& out) const {
+  const std::size_t dim = impl_->options.dimension;
+  out.assign(texts.size() * dim, 0.0f);
+  for (std::size_t i = 0; i < texts.size(); ++i) {
+    Status s = encode_one(texts[i], out.data() + i * dim);
+    if (!s.is_ok()) return Status::invalid_argument(fmt::format("text {}: {}", i, s.message()));
+  }
+  return Status::ok();
+}
+
+void HashingEncoder::adapt(const std::vector<std::string>& corpus) {
+  std::unordered_map<std::uint64_t, std::uint32_t> document_frequency;
+  std::unordered_set<std::uint64_t> seen;
+  for (const auto& doc : corpus) {
+    if (text::find_invalid_utf8(doc) != std::string_view::npos) continue;
+    seen.clear();
+    for (const Feature& f : impl_->features(doc)) {
+      if (seen.insert(f.hash).second) ++document_frequency[f.hash];
+    }
+  }
+  // Smoothed IDF, as scikit-learn's TfidfVectorizer: ln((1+N)/(1+df)) + 1.
+  const double n = static_cast<double>(corpus.size());
+  impl_->idf.clear();
+  impl_->idf.reserve(document_frequency.size());
+  for (const auto& [hash, df] : document_frequency) {
+    impl_->idf.emplace(hash, static_cast<float>(std::log((1.0 + n) / (1.0 + df)) + 1.0));
+  }
+  impl_->unseen_idf = static_cast<float>(std::log(1.0 + n) + 1.0);
+}
+
+}  // namespace rapidqa

@@ -1,0 +1,82 @@
+// The only place outside the model runtime that includes LibTorch: it owns
+// the process-wide thread settings of every numeric library we link.
+#include "rapidqa/compute_runtime.h"
+
+#include <ATen/Parallel.h>
+#include <faiss/Index.h>
+#include <oneapi/dnnl/dnnl.h>
+#include <torch/version.h>
+#include <utf8proc.h>
+
+#include <atomic>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "common/guard.h"
+#include "runtime/compute_threads.h"
+#include "rapidqa/rapidqa.h"
+
+// OpenBLAS's own controls; weak so a build against another BLAS still links.
+extern "C" {
+void openblas_set_num_threads(int num_threads) __attribute__((weak));
+int openblas_get_num_threads(void) __attribute__((weak));
+char* openblas_get_corename(void) __attribute__((weak));
+char* openblas_get_config(void) __attribute__((weak));
+}
+
+namespace rapidqa {
+namespace {
+std::atomic<int> g_intra_op{0};
+std::atomic<int> g_search{1};
+}  // namespace
+
+namespace runtime {
+int configured_search_threads() { return g_search.load(std::memory_order_relaxed); }
+}  // namespace runtime
+
+Status configure_compute_threads(const ComputeThreads& threads) {
+  if (threads.intra_op < 0 || threads.search < 0) {
+    return Status::invalid_argument(
+        fmt::format("thread counts must not be negative (intra_op {}, search {})", threads.intra_op, threads.search));
+  }
+  return detail::guarded("configuring compute threads", [&]() -> Status {
+    const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    const int intra = threads.intra_op == 0 ? cores : threads.intra_op;
+    const int search = threads.search == 0 ? 1 : threads.search;
+    // LibTorch's intra-op pool is OpenMP here; OpenBLAS keeps its own
+    // pthreads. Both get the same count so one model call uses exactly the
+    // cores asked for and the two pools never run at once.
+    if (at::get_num_threads() != intra) at::set_num_threads(intra);
+    if (openblas_set_num_threads) openblas_set_num_threads(intra);
+    // FAISS's OpenMP team size is chosen per search call (see
+    // index::ScopedSearchThreads), never set process-wide here: LibTorch's
+    // OpenMP pool shares the same runtime.
+    g_intra_op.store(intra);
+    g_search.store(search);
+    return Status::ok();
+  });
+}
+
+std::string build_info() {
+  const dnnl_version_t* dnnl = dnnl_version();
+  std::string info;
+  info += fmt::format("rapidqa   {}\n", rqa_version());
+  info += fmt::format("LibTorch  {}.{}.{} (intra-op threads {})\n", TORCH_VERSION_MAJOR, TORCH_VERSION_MINOR,
+                      TORCH_VERSION_PATCH, at::get_num_threads());
+  info += fmt::format("FAISS     {}.{}.{} (search threads {})\n", FAISS_VERSION_MAJOR, FAISS_VERSION_MINOR,
+                      FAISS_VERSION_PATCH, g_search.load());
+  info += fmt::format("oneDNN    {}.{}.{} (cpu runtime {})\n", dnnl->major, dnnl->minor, dnnl->patch,
+                      dnnl->cpu_runtime == DNNL_RUNTIME_OMP ? "OpenMP" : "other");
+  if (openblas_get_config) {
+    info += fmt::format("OpenBLAS  {} core {} (threads {})\n", openblas_get_config(),
+                        openblas_get_corename ? openblas_get_corename() : "?",
+                        openblas_get_num_threads ? openblas_get_num_threads() : 0);
+  } else {
+    info += "BLAS      not OpenBLAS (matrix products will be slow)\n";
+  }
+  info += fmt::format("utf8proc  {}\n", utf8proc_version());
+  return info;
+}
+
+}  // namespace rapidqa

@@ -1,0 +1,28 @@
+// Small UTF-8 helpers over utf8proc shared by the text stage.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace rapidqa::text {
+
+// Byte offset of the first invalid UTF-8 sequence, or npos if valid.
+std::size_t find_invalid_utf8(std::string_view text);
+
+// Decodes the code point at text[pos]; sets length to its byte count.
+// Text must be valid UTF-8.
+std::int32_t decode_at(std::string_view text, std::size_t pos, std::size_t& length);
+
+void append_utf8(std::string& out, std::int32_t code_point);
+
+// CJK ideographs (the ranges BERT's tokenizer splits one by one) and kana.
+bool is_cjk(std::int32_t code_point);
+
+// Unicode general category P* (punctuation).
+bool is_punctuation(std::int32_t code_point);
+// Unicode Z* categories and ASCII white space.
+bool is_space(std::int32_t code_point);
+
+}  // namespace rapidqa::text

@@ -1,0 +1,123 @@
+/* The C ABI exercised from C11, error paths included. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <rapidqa/rapidqa.h>
+
+static int failures = 0;
+
+#define CHECK(cond)                                                   \
+  do {                                                                \
+    if (!(cond)) {                                                    \
+      fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
+      ++failures;                                                     \
+    }                                                                 \
+  } while (0)
+
+static void test_version(void) {
+  char expected[32];
+  snprintf(expected, sizeof expected, "%d.%d.%d", RQA_VERSION_MAJOR, RQA_VERSION_MINOR, RQA_VERSION_PATCH);
+  CHECK(strcmp(rqa_version(), expected) == 0);
+  CHECK(strcmp(rqa_status_string(RQA_NOT_FOUND), "not found") == 0);
+  CHECK(strcmp(rqa_tier_name(RQA_TIER_SEMANTIC_CACHE), "semantic_cache") == 0);
+}
+
+static void test_null_and_bad_options(void) {
+  rqa_engine* engine = NULL;
+  rqa_engine_options options;
+  CHECK(rqa_engine_create(NULL, NULL) == RQA_INVALID_ARGUMENT);
+  CHECK(strstr(rqa_last_error(), "out") != NULL);
+  rqa_engine_options_init(&options);
+  options.struct_size = 3;
+  CHECK(rqa_engine_create(&options, &engine) == RQA_INVALID_ARGUMENT);
+  CHECK(engine == NULL);
+  CHECK(strstr(rqa_last_error(), "struct_size") != NULL);
+  rqa_engine_options_init(&options);
+  options.semantic_similarity_threshold = 7.0f;
+  CHECK(rqa_engine_create(&options, &engine) == RQA_INVALID_ARGUMENT);
+  rqa_engine_destroy(NULL);
+  rqa_answer_destroy(NULL);
+  rqa_free(NULL);
+}
+
+static void test_ask_and_change(void) {
+  rqa_engine* engine = NULL;
+  rqa_answer* answer = NULL;
+  rqa_engine_options options;
+  size_t loaded = 0;
+  char* metrics = NULL;
+
+  rqa_engine_options_init(&options);
+  CHECK(options.struct_size == sizeof options);
+  CHECK(options.hashing_dimension == 384);
+  options.intra_op_threads = 1;
+  CHECK(rqa_engine_create(&options, &engine) == RQA_OK);
+  CHECK(strcmp(rqa_last_error(), "") == 0);
+
+  CHECK(rqa_engine_load_knowledge(engine, "/no/such/faq.jsonl", &loaded) == RQA_NOT_FOUND);
+  CHECK(strstr(rqa_last_error(), "/no/such/faq.jsonl") != NULL);
+  CHECK(rqa_engine_load_knowledge(engine, RAPIDQA_SOURCE_DIR "/examples/data/faq.jsonl", &loaded) == RQA_OK);
+  CHECK(loaded >= 150);
+  CHECK(rqa_engine_entry_count(engine) == loaded);
+
+  CHECK(rqa_engine_ask(engine, "How do I reset my password?", &answer) == RQA_OK);
+  CHECK(strcmp(rqa_answer_entry_id(answer), "shop-en-reset-password") == 0);
+  CHECK(strncmp(rqa_answer_text(answer), "To reset your password", 22) == 0);
+  CHECK(rqa_answer_tier(answer) == RQA_TIER_KNOWLEDGE);
+  CHECK(rqa_answer_score(answer) > 0.99f);
+  CHECK(rqa_answer_degraded(answer) == 0);
+  CHECK(strcmp(rqa_answer_degraded_reason(answer), "") == 0);
+  rqa_answer_destroy(answer);
+  answer = NULL;
+
+  CHECK(rqa_engine_ask(engine, "How do I reset my password?", &answer) == RQA_OK);
+  CHECK(rqa_answer_tier(answer) == RQA_TIER_RESULT_CACHE);
+  rqa_answer_destroy(answer);
+  answer = NULL;
+
+  CHECK(rqa_engine_ask(engine, "", &answer) == RQA_INVALID_ARGUMENT);
+  CHECK(answer == NULL);
+  CHECK(strlen(rqa_last_error()) > 0);
+  CHECK(rqa_engine_ask(engine, "bad \xff utf8", &answer) == RQA_INVALID_ARGUMENT);
+  CHECK(strstr(rqa_last_error(), "UTF-8") != NULL);
+  CHECK(rqa_engine_ask(engine, NULL, &answer) == RQA_INVALID_ARGUMENT);
+  CHECK(rqa_engine_ask(NULL, "q", &answer) == RQA_INVALID_ARGUMENT);
+
+  CHECK(rqa_engine_add_entry(engine, "{\"id\":\"c-test\",\"question\":\"Do you sell purple umbrellas?\","
+                                     "\"answer\":\"Yes, in three sizes.\"}") == RQA_OK);
+  CHECK(rqa_engine_add_entry(engine, "{\"id\":\"c-test\",\"question\":\"q\",\"answer\":\"a\"}") ==
+        RQA_ALREADY_EXISTS);
+  CHECK(rqa_engine_add_entry(engine, "{\"id\":\"c-bad\"") == RQA_INVALID_ARGUMENT);
+  CHECK(strstr(rqa_last_error(), "JSON") != NULL);
+  CHECK(rqa_engine_ask(engine, "Do you sell purple umbrellas?", &answer) == RQA_OK);
+  CHECK(strcmp(rqa_answer_text(answer), "Yes, in three sizes.") == 0);
+  rqa_answer_destroy(answer);
+  answer = NULL;
+
+  CHECK(rqa_engine_update_entry(engine, "{\"id\":\"c-test\",\"question\":\"Do you sell purple umbrellas?\","
+                                        "\"answer\":\"Sold out.\"}") == RQA_OK);
+  CHECK(rqa_engine_ask(engine, "Do you sell purple umbrellas?", &answer) == RQA_OK);
+  CHECK(strcmp(rqa_answer_text(answer), "Sold out.") == 0);
+  rqa_answer_destroy(answer);
+  answer = NULL;
+  CHECK(rqa_engine_update_entry(engine, "{\"id\":\"nope\",\"question\":\"q\",\"answer\":\"a\"}") == RQA_NOT_FOUND);
+
+  CHECK(rqa_engine_remove_entry(engine, "c-test") == RQA_OK);
+  CHECK(rqa_engine_remove_entry(engine, "c-test") == RQA_NOT_FOUND);
+  CHECK(strstr(rqa_last_error(), "c-test") != NULL);
+
+  CHECK(rqa_engine_metrics_text(engine, &metrics) == RQA_OK);
+  CHECK(metrics != NULL && strstr(metrics, "p99") != NULL);
+  rqa_free(metrics);
+
+  rqa_engine_destroy(engine);
+}
+
+int main(void) {
+  test_version();
+  test_null_and_bad_options();
+  test_ask_and_change();
+  if (failures == 0) printf("c api: all checks passed\n");
+  return failures == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}

@@ -1,0 +1,91 @@
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <numeric>
+
+#include "rapidqa/hashing_encoder.h"
+#include "rapidqa/text_normalizer.h"
+
+using rapidqa::HashingEncoder;
+
+namespace {
+
+std::vector<float> encode(const HashingEncoder& enc, const std::string& text) {
+  std::vector<float> v(enc.dimension());
+  auto normalized = rapidqa::normalize_text(text);
+  REQUIRE(normalized.is_ok());
+  REQUIRE(enc.encode_one(normalized.value(), v.data()).is_ok());
+  return v;
+}
+
+float cosine(const std::vector<float>& a, const std::vector<float>& b) {
+  return std::inner_product(a.begin(), a.end(), b.begin(), 0.0f);
+}
+
+const std::vector<std::string> kCorpus = {
+    "how do i reset my password",   "how do i change my email address", "where is my order",
+    "how do i cancel my order",     "how do i open a bank account",     "how do i close my bank account",
+    "what is the interest rate",    "how do i report a lost card",      "如何重置密码",
+    "如何开户",                     "如何销户",                         "我的订单在哪里",
+    "信用卡丢了怎么办",             "如何修改邮箱地址",
+};
+
+}  // namespace
+
+TEST_CASE("Vectors have the configured dimension and unit length", "[encoder]") {
+  rapidqa::HashingEncoderOptions options;
+  options.dimension = 128;
+  HashingEncoder enc(options);
+  CHECK(enc.dimension() == 128);
+  CHECK(enc.name() == "hashing-128");
+  for (const char* text : {"how do i reset my password", "如何重置密码", "x"}) {
+    const auto v = encode(enc, text);
+    REQUIRE(v.size() == 128);
+    CHECK(std::sqrt(cosine(v, v)) == Approx(1.0f).epsilon(1e-5));
+  }
+}
+
+TEST_CASE("Encoding is deterministic and batch equals one by one", "[encoder]") {
+  HashingEncoder enc;
+  enc.adapt(kCorpus);
+  std::vector<float> batch;
+  REQUIRE(enc.encode({"where is my order", "我的订单在哪里"}, batch).is_ok());
+  REQUIRE(batch.size() == 2 * enc.dimension());
+  const auto one = encode(enc, "where is my order");
+  const auto two = encode(enc, "我的订单在哪里");
+  CHECK(std::equal(one.begin(), one.end(), batch.begin()));
+  CHECK(std::equal(two.begin(), two.end(), batch.begin() + static_cast<long>(enc.dimension())));
+}
+
+TEST_CASE("A paraphrase scores closer than an unrelated question", "[encoder]") {
+  HashingEncoder enc;
+  enc.adapt(kCorpus);
+  const auto reset = encode(enc, "how do i reset my password");
+  CHECK(cosine(reset, encode(enc, "I forgot my password, how can I reset it?")) >
+        cosine(reset, encode(enc, "how do i change my email address")));
+  CHECK(cosine(reset, encode(enc, "resetting passwords")) > cosine(reset, encode(enc, "where is my order")));
+
+  const auto zh_reset = encode(enc, "如何重置密码");
+  CHECK(cosine(zh_reset, encode(enc, "忘记密码了怎么重置")) > cosine(zh_reset, encode(enc, "我的订单在哪里")));
+  CHECK(cosine(zh_reset, encode(enc, "忘记密码了怎么重置")) > cosine(zh_reset, encode(enc, "如何修改邮箱地址")));
+}
+
+TEST_CASE("IDF learned from the corpus down-weights common words", "[encoder]") {
+  HashingEncoder plain;
+  HashingEncoder fitted;
+  fitted.adapt(kCorpus);
+  // "how do i" is in most of the corpus; with IDF the topic words dominate,
+  // so two questions sharing only the filler drift apart.
+  const float plain_sim = cosine(encode(plain, "how do i open a bank account"), encode(plain, "how do i reset my password"));
+  const float fitted_sim =
+      cosine(encode(fitted, "how do i open a bank account"), encode(fitted, "how do i reset my password"));
+  CHECK(fitted_sim < plain_sim);
+}
+
+TEST_CASE("Invalid UTF-8 is refused by the encoder", "[encoder]") {
+  HashingEncoder enc;
+  std::vector<float> out;
+  const auto s = enc.encode({"fine", std::string("bad\xff")}, out);
+  CHECK(s.code() == rapidqa::StatusCode::kInvalidArgument);
+  CHECK(s.message().find("text 1") != std::string::npos);
+}

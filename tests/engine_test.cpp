@@ -1,0 +1,291 @@
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "rapidqa/qa_engine.h"
+#include "test_support.h"
+
+using namespace std::chrono_literals;
+using rapidqa::AnswerTier;
+using rapidqa::AskOptions;
+using rapidqa::EngineOptions;
+using rapidqa::KnowledgeEntry;
+using rapidqa::QAEngine;
+using rapidqa::StatusCode;
+
+namespace {
+
+std::unique_ptr<QAEngine> make_engine(EngineOptions options = {}) {
+  auto engine = QAEngine::create(std::move(options));
+  REQUIRE(engine.is_ok());
+  return std::move(engine).value();
+}
+
+std::unique_ptr<QAEngine> faq_engine(EngineOptions options = {}) {
+  auto engine = make_engine(std::move(options));
+  const auto loaded = engine->load_knowledge(rapidqa::testing::bundled_faq());
+  REQUIRE(loaded.is_ok());
+  return engine;
+}
+
+KnowledgeEntry entry(std::string id, std::string question, std::string answer,
+                     std::vector<std::string> alternates = {}) {
+  KnowledgeEntry e;
+  e.id = std::move(id);
+  e.question = std::move(question);
+  e.answer = std::move(answer);
+  e.alternates = std::move(alternates);
+  return e;
+}
+
+AskOptions no_cache() {
+  AskOptions o;
+  o.use_cache = false;
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("The bundled FAQ answers the password question and its paraphrases", "[engine]") {
+  auto engine = faq_engine();
+  auto answer = engine->ask("How do I reset my password?");
+  REQUIRE(answer.is_ok());
+  CHECK(answer->entry_id() == "shop-en-reset-password");
+  CHECK(answer->text.rfind("To reset your password", 0) == 0);
+  CHECK(answer->tier == AnswerTier::kKnowledge);
+  CHECK(answer->score == Approx(1.0f).epsilon(1e-4));
+
+  CHECK(engine->ask("I forgot my password, how can I reset it?")->entry_id() == "shop-en-reset-password");
+  CHECK(engine->ask("如何重置密码？")->entry_id() == "shop-zh-reset-password");
+  CHECK(engine->ask("我忘记密码了，怎么重置？")->entry_id() == "shop-zh-reset-password");
+}
+
+TEST_CASE("Every bundled phrasing retrieves its own entry first", "[engine][retrieval]") {
+  auto engine = faq_engine();
+  const auto file = rapidqa::read_knowledge_file(rapidqa::testing::bundled_faq());
+  REQUIRE(file.is_ok());
+  std::size_t asked = 0, correct = 0;
+  for (const auto& e : file->entries) {
+    std::vector<std::string> phrasings{e.question};
+    phrasings.insert(phrasings.end(), e.alternates.begin(), e.alternates.end());
+    for (const auto& p : phrasings) {
+      const auto answer = engine->ask(p, no_cache());
+      REQUIRE(answer.is_ok());
+      ++asked;
+      if (answer->entry_id() == e.id) ++correct;
+      else WARN("'" << p << "' answered by " << answer->entry_id() << " instead of " << e.id);
+    }
+  }
+  CHECK(asked > 600);
+  CHECK(correct == asked);
+}
+
+TEST_CASE("Held-out paraphrases mostly retrieve the right entry", "[engine][retrieval]") {
+  auto engine = faq_engine();
+  std::ifstream in(rapidqa::testing::bundled_paraphrases());
+  REQUIRE(in);
+  std::string line;
+  std::size_t asked = 0, correct = 0;
+  while (std::getline(in, line)) {
+    const auto j = nlohmann::json::parse(line);
+    const auto answer = engine->ask(j.at("question").get<std::string>(), no_cache());
+    REQUIRE(answer.is_ok());
+    ++asked;
+    bool in_top3 = false;
+    for (const auto& m : answer->matches) in_top3 = in_top3 || m.entry_id == j.at("expected_id");
+    if (answer->entry_id() == j.at("expected_id")) ++correct;
+    else WARN(j.at("question").get<std::string>() << " -> " << answer->entry_id() << (in_top3 ? " (in top 3)" : ""));
+  }
+  REQUIRE(asked == 80);
+  // A weightless lexical encoder: most, not all, paraphrases are found.
+  CHECK(static_cast<double>(correct) / static_cast<double>(asked) >= 0.75);
+}
+
+TEST_CASE("A repeated question is answered by the result cache - a similar one by the semantic cache", "[engine]") {
+  EngineOptions options;
+  options.semantic_cache.similarity_threshold = 0.8f;
+  auto engine = faq_engine(options);
+  const auto first = engine->ask("How do I reset my password?");
+  REQUIRE(first->tier == AnswerTier::kKnowledge);
+  const auto again = engine->ask("how do i RESET my password");
+  REQUIRE(again.is_ok());
+  CHECK(again->tier == AnswerTier::kResultCache);
+  CHECK(again->entry_id() == "shop-en-reset-password");
+  CHECK(again->timings[rapidqa::Stage::kRetrieve].count() == 0);
+
+  const auto similar = engine->ask("how can i reset my password");
+  REQUIRE(similar.is_ok());
+  CHECK(similar->tier == AnswerTier::kSemanticCache);
+  CHECK(similar->entry_id() == "shop-en-reset-password");
+
+  const auto bypass = engine->ask("How do I reset my password?", no_cache());
+  CHECK(bypass->tier == AnswerTier::kKnowledge);
+
+  const auto m = engine->metrics();
+  CHECK(m.asks == 4);
+  CHECK(m.result_cache_hits == 1);
+  CHECK(m.semantic_cache_hits == 1);
+  CHECK(m.result_cache_hit_ratio() == Approx(1.0 / 3.0));
+  CHECK(m.stage(rapidqa::Stage::kTotal).count == 4);
+  CHECK(m.stage(rapidqa::Stage::kRetrieve).count == 2);
+}
+
+TEST_CASE("An unrelated question gets the fallback - which is never cached", "[engine]") {
+  auto engine = faq_engine();
+  const auto answer = engine->ask("what is the airspeed velocity of an unladen swallow");
+  REQUIRE(answer.is_ok());
+  CHECK(answer->tier == AnswerTier::kFallback);
+  CHECK(answer->text == EngineOptions{}.fallback_answer);
+  CHECK(engine->ask("what is the airspeed velocity of an unladen swallow")->tier == AnswerTier::kFallback);
+  CHECK(engine->metrics().fallback_answers == 2);
+}
+
+TEST_CASE("Updates and removals are never answered from a stale cache", "[engine]") {
+  auto engine = make_engine();
+  REQUIRE(engine->load_entries({entry("hours", "What are your opening hours?", "9 to 5"),
+                                entry("ship", "How long does shipping take?", "3 days")})
+              .is_ok());
+  REQUIRE(engine->ask("What are your opening hours?")->text == "9 to 5");
+  REQUIRE(engine->ask("What are your opening hours?")->tier == AnswerTier::kResultCache);
+
+  REQUIRE(engine->update_entry(entry("hours", "What are your opening hours?", "8 to 8")).is_ok());
+  CHECK(engine->entry("hours")->version == 2);
+  const auto updated = engine->ask("What are your opening hours?");
+  CHECK(updated->text == "8 to 8");
+  CHECK(updated->tier == AnswerTier::kKnowledge);
+
+  REQUIRE(engine->remove_entry("hours").is_ok());
+  const auto removed = engine->ask("What are your opening hours?");
+  CHECK(removed->entry_id() != "hours");
+  CHECK(removed->text != "8 to 8");
+  CHECK(engine->entry("hours").status().code() == StatusCode::kNotFound);
+
+  REQUIRE(engine->add_entry(entry("hours", "When are you open?", "always")).is_ok());
+  CHECK(engine->ask("When are you open?")->text == "always");
+  CHECK(engine->entry_count() == 2);
+}
+
+TEST_CASE("Bad input gets clear errors and changes nothing", "[engine]") {
+  auto engine = make_engine();
+  REQUIRE(engine->load_entries({entry("a", "question a", "answer a")}).is_ok());
+  CHECK(engine->ask("").status().code() == StatusCode::kInvalidArgument);
+  CHECK(engine->ask("???").status().code() == StatusCode::kInvalidArgument);
+  CHECK(engine->ask(std::string("bad \xff utf8")).status().code() == StatusCode::kInvalidArgument);
+  CHECK(engine->ask(std::string(5000, 'x')).status().code() == StatusCode::kOutOfRange);
+  CHECK(engine->add_entry(entry("a", "q", "a")).code() == StatusCode::kAlreadyExists);
+  CHECK(engine->update_entry(entry("zz", "q", "a")).code() == StatusCode::kNotFound);
+  CHECK(engine->remove_entry("zz").code() == StatusCode::kNotFound);
+  const auto bad = engine->add_entry(entry("b", "q", ""));
+  CHECK(bad.code() == StatusCode::kInvalidArgument);
+  CHECK(bad.message().find("answer") != std::string::npos);
+  CHECK(engine->update_entry(entry("a", "!!!", "x")).code() == StatusCode::kInvalidArgument);
+  CHECK(engine->ask("question a")->text == "answer a");  // the failed update left it alone
+  CHECK(engine->load_entries({entry("x", "q", "a"), entry("x", "q2", "a2")}).status().code() ==
+        StatusCode::kAlreadyExists);
+  CHECK(engine->entry_count() == 1);
+
+  const std::string path = (std::filesystem::temp_directory_path() / "rapidqa-engine-test-bad.jsonl").string();
+  {
+    std::ofstream out(path);
+    out << "{\"id\":\"n\",\"question\":\"q\",\"answer\":\"a\"}\n{\"id\":\"m\"}\n";
+  }
+  const auto loaded = engine->load_knowledge(path);
+  std::remove(path.c_str());
+  REQUIRE_FALSE(loaded.is_ok());
+  CHECK(loaded.status().message().find("line 2") != std::string::npos);
+  CHECK(engine->entry_count() == 1);
+  CHECK(engine->ask("question a")->text == "answer a");
+  CHECK(engine->metrics().errors == 4);
+}
+
+TEST_CASE("Engine options are validated", "[engine]") {
+  EngineOptions options;
+  options.min_answer_score = 2.0f;
+  CHECK(QAEngine::create(options).status().code() == StatusCode::kInvalidArgument);
+  options = {};
+  options.top_k = 0;
+  CHECK(QAEngine::create(options).status().code() == StatusCode::kInvalidArgument);
+  options = {};
+  options.semantic_cache.similarity_threshold = 0.0f;
+  CHECK(QAEngine::create(options).status().code() == StatusCode::kInvalidArgument);
+}
+
+TEST_CASE("ask_batch answers each question in order", "[engine]") {
+  auto engine = faq_engine();
+  const auto answers = engine->ask_batch({"How do I reset my password?", "", "如何重置密码？"});
+  REQUIRE(answers.size() == 3);
+  CHECK(answers[0]->entry_id() == "shop-en-reset-password");
+  CHECK_FALSE(answers[1].is_ok());
+  CHECK(answers[2]->entry_id() == "shop-zh-reset-password");
+}
+
+TEST_CASE("Cache TTLs follow the injected clock", "[engine]") {
+  auto clock = std::make_shared<rapidqa::ManualClock>();
+  EngineOptions options;
+  options.clock = clock;
+  auto engine = faq_engine(options);
+  REQUIRE(engine->ask("How do I reset my password?")->tier == AnswerTier::kKnowledge);
+  clock->advance(4min);
+  CHECK(engine->ask("How do I reset my password?")->tier == AnswerTier::kResultCache);
+  clock->advance(2min);  // result tier (5 min) expired, semantic tier (1 h) not
+  CHECK(engine->ask("How do I reset my password?")->tier == AnswerTier::kSemanticCache);
+  clock->advance(61min);
+  CHECK(engine->ask("How do I reset my password?")->tier == AnswerTier::kKnowledge);
+}
+
+TEST_CASE("Eight threads asking while an entry is updated see consistent - never older answers", "[engine][concurrency]") {
+  auto engine = make_engine();
+  std::vector<KnowledgeEntry> entries;
+  for (int i = 0; i < 50; ++i) {
+    entries.push_back(entry("topic-" + std::to_string(i), "tell me about topic number " + std::to_string(i) + " please",
+                            "topic " + std::to_string(i)));
+  }
+  entries.push_back(entry("live", "what is the current live version", "version 0"));
+  REQUIRE(engine->load_entries(entries).is_ok());
+
+  std::atomic<bool> stop{false};
+  std::atomic<int> inconsistencies{0};
+  std::atomic<long> asks{0};
+  std::vector<std::thread> readers;
+  for (int t = 0; t < 8; ++t) {
+    readers.emplace_back([&, t] {
+      int last_version = 0;
+      int i = t;
+      while (!stop.load()) {
+        const bool live = (i % 3) == 0;
+        const std::string q = live ? "what is the current live version"
+                                   : "tell me about topic number " + std::to_string(i % 50) + " please";
+        const auto a = engine->ask(q);
+        ++asks;
+        if (!a.is_ok()) {
+          ++inconsistencies;
+        } else if (live) {
+          // The answer always belongs to the entry asked about, and a reader
+          // never goes back to an older version once it saw a newer one.
+          const int version = std::stoi(a->text.substr(a->text.find(' ') + 1));
+          if (a->entry_id() != "live" || version < last_version) ++inconsistencies;
+          last_version = version;
+        } else if (a->text != "topic " + std::to_string(i % 50)) {
+          ++inconsistencies;
+        }
+        ++i;
+      }
+    });
+  }
+  for (int v = 1; v <= 200; ++v) {
+    REQUIRE(engine->update_entry(entry("live", "what is the current live version", "version " + std::to_string(v)))
+                .is_ok());
+  }
+  stop = true;
+  for (auto& r : readers) r.join();
+  CHECK(inconsistencies.load() == 0);
+  CHECK(asks.load() > 100);
+  CHECK(engine->ask("what is the current live version")->text == "version 200");
+  CHECK(engine->entry("live")->version == 201);
+}
