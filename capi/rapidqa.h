@@ -76,6 +76,10 @@ typedef struct rqa_engine_options {
   double semantic_cache_ttl_seconds;   /* similar-question tier expiry (3600) */
   float semantic_similarity_threshold; /* cosine for a similar-question hit (0.92) */
   int intra_op_threads;                /* model threads; 0 = all cores */
+  /* Added in 0.1: user models. NULL or "" = not used. Borrowed during create. */
+  const char* encoder_model_dir;       /* BERT-family model directory to encode with (NULL: hashing encoder) */
+  const char* reader_model_dir;        /* question-answering model directory for extractive answers */
+  int encoder_pooling_cls;             /* nonzero: [CLS] pooling; zero: mean pooling (0) */
 } rqa_engine_options;
 
 RQA_API void rqa_engine_options_init(rqa_engine_options* options);
@@ -101,6 +105,14 @@ RQA_API size_t rqa_engine_entry_count(const rqa_engine* engine);
  * rqa_answer_destroy. A question nothing matches still succeeds (tier
  * RQA_TIER_FALLBACK); errors are for bad input only. */
 RQA_API rqa_status rqa_engine_ask(rqa_engine* engine, const char* question, rqa_answer** out);
+
+/* Encodes text with the engine's encoder (hashing or the user's model)
+ * into the caller's buffer of `capacity` floats. *dimension receives the
+ * vector length (may be NULL); when capacity is too small nothing is written
+ * and RQA_OUT_OF_RANGE is returned with *dimension set, so the caller can
+ * retry with a buffer of that size. */
+RQA_API rqa_status rqa_engine_encode(const rqa_engine* engine, const char* text, float* out, size_t capacity,
+                                     size_t* dimension);
 
 /* The per-stage latency table and counters as text. On success *out is
  * allocated by the library; free it with rqa_free. */

@@ -2,12 +2,15 @@
 // No exception leaves an extern "C" function.
 #include "rapidqa/rapidqa.h"
 
+#include <algorithm>
+#include <cstddef>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <string>
 
 #include "rapidqa/qa_engine.h"
+#include "rapidqa/transformer_encoder.h"
 
 struct rqa_engine {
   std::unique_ptr<rapidqa::QAEngine> engine;
@@ -111,6 +114,7 @@ rqa_status rqa_engine_create(const rqa_engine_options* options, rqa_engine** out
     rqa_engine_options c;
     rqa_engine_options_init(&c);
     if (options) {
+      // The smallest layout any released header had ends at intra_op_threads.
       if (options->struct_size < offsetof(rqa_engine_options, intra_op_threads) + sizeof(int) ||
           options->struct_size > sizeof(rqa_engine_options)) {
         return fail(RQA_INVALID_ARGUMENT, "options->struct_size is not a size this library knows; "
@@ -131,6 +135,23 @@ rqa_status rqa_engine_create(const rqa_engine_options* options, rqa_engine** out
         std::chrono::milliseconds(static_cast<std::int64_t>(c.semantic_cache_ttl_seconds * 1000.0));
     o.semantic_cache.similarity_threshold = c.semantic_similarity_threshold;
     o.threads.intra_op = c.intra_op_threads;
+    // Fields past the original layout only count when the caller's struct has them.
+    const bool has_models = c.struct_size >= offsetof(rqa_engine_options, encoder_pooling_cls) + sizeof(int);
+    if (has_models && c.encoder_model_dir && *c.encoder_model_dir) {
+      rapidqa::TransformerEncoderOptions eo;
+      eo.model_dir = c.encoder_model_dir;
+      eo.pooling = c.encoder_pooling_cls ? rapidqa::Pooling::kCls : rapidqa::Pooling::kMean;
+      auto encoder = rapidqa::TransformerEncoder::load(eo);
+      if (!encoder) return report(encoder.status());
+      o.encoder = std::move(encoder).value();
+    }
+    if (has_models && c.reader_model_dir && *c.reader_model_dir) {
+      rapidqa::ExtractiveReaderOptions ro;
+      ro.model_dir = c.reader_model_dir;
+      auto reader = rapidqa::ExtractiveReader::load(ro);
+      if (!reader) return report(reader.status());
+      o.reader = std::move(reader).value();
+    }
     auto engine = rapidqa::QAEngine::create(std::move(o));
     if (!engine) return report(engine.status());
     *out = new rqa_engine{std::move(engine).value()};
@@ -184,6 +205,32 @@ rqa_status rqa_engine_ask(rqa_engine* engine, const char* question, rqa_answer**
     auto answer = engine->engine->ask(question);
     if (!answer) return report(answer.status());
     *out = new rqa_answer{std::move(answer).value()};
+    return report(rapidqa::Status::ok());
+  });
+}
+
+rqa_status rqa_engine_encode(const rqa_engine* engine, const char* text, float* out, size_t capacity,
+                              size_t* dimension) {
+  return translate([&] {
+    if (!engine) return null_argument("engine");
+    if (!text) return null_argument("text");
+    const rapidqa::Encoder& encoder = engine->engine->encoder();
+    const std::size_t dim = encoder.dimension();
+    if (dimension) *dimension = dim;
+    if (!out || capacity < dim) {
+      return fail(RQA_OUT_OF_RANGE, "output buffer holds " + std::to_string(capacity) + " floats; the encoder needs " +
+                                        std::to_string(dim));
+    }
+    std::string input = text;
+    if (encoder.wants_normalized_text()) {
+      auto normalized = rapidqa::normalize_text(text);
+      if (!normalized) return report(normalized.status());
+      input = std::move(normalized).value();
+    }
+    std::vector<float> vector;
+    const rapidqa::Status s = encoder.encode({input}, vector);
+    if (!s.is_ok()) return report(s);
+    std::copy(vector.begin(), vector.end(), out);
     return report(rapidqa::Status::ok());
   });
 }

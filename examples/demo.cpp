@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include <rapidqa/qa_engine.h>
+#include <rapidqa/transformer_encoder.h>
 
 #ifndef RAPIDQA_DEFAULT_KB
 #define RAPIDQA_DEFAULT_KB "examples/data/faq.jsonl"
@@ -24,6 +25,8 @@ namespace {
 struct DemoOptions {
   std::string kb = RAPIDQA_DEFAULT_KB;
   std::vector<std::string> questions;
+  std::string model_dir;   // transformer encoder instead of the HashingEncoder
+  std::string reader_dir;  // extractive reader over entry contexts
   bool json = false;
   bool stats = false;
   bool version = false;
@@ -31,8 +34,13 @@ struct DemoOptions {
 
 void print_usage(std::FILE* to) {
   std::fprintf(to,
-               "usage: rapidqa-demo [--kb FILE] [--question TEXT]... [--json] [--stats] [--version]\n"
+               "usage: rapidqa-demo [--kb FILE] [--model DIR] [--reader DIR] [--question TEXT]... [--json]\n"
+               "                    [--stats] [--version]\n"
                "  --kb FILE        knowledge base, one JSON object per line (default: the bundled FAQ)\n"
+               "  --model DIR      encode with this BERT-family model directory instead of the built-in\n"
+               "                   hashing encoder\n"
+               "  --reader DIR     answer with the span a question-answering model finds in the entries'\n"
+               "                   context passages\n"
                "  --question TEXT  answer TEXT; without it, questions are read from stdin, one per line\n"
                "  --json           print one JSON object per answer\n"
                "  --stats          print the per-stage p50/p95/p99 latency table at the end\n"
@@ -58,6 +66,10 @@ int parse_args(int argc, char** argv, DemoOptions& o) {
       const char* v = value("--question");
       if (!v) return 2;
       o.questions.emplace_back(v);
+    } else if (arg == "--model" || arg == "--reader") {
+      const char* v = value(arg.c_str());
+      if (!v) return 2;
+      (arg == "--model" ? o.model_dir : o.reader_dir) = v;
     } else if (arg == "--json") {
       o.json = true;
     } else if (arg == "--stats") {
@@ -89,7 +101,8 @@ nlohmann::json to_json(const std::string& question, const rapidqa::Answer& a) {
           {"entry_id", a.entry_id()}, {"score", a.score},
           {"tier", rapidqa::answer_tier_name(a.tier)},
           {"degraded", a.degraded},   {"degraded_reason", a.degraded_reason},
-          {"matches", matches},       {"stage_us", stages}};
+          {"matches", matches},       {"stage_us", stages},
+          {"extracted_from", a.extracted ? a.extracted->entry_id : std::string()}};
 }
 
 }  // namespace
@@ -98,7 +111,28 @@ int main(int argc, char** argv) {
   DemoOptions options;
   if (const int rc = parse_args(argc, argv, options); rc != 0) return rc < 0 ? 0 : rc;
 
-  auto engine = rapidqa::QAEngine::create();
+  rapidqa::EngineOptions engine_options;
+  if (!options.model_dir.empty()) {
+    rapidqa::TransformerEncoderOptions encoder_options;
+    encoder_options.model_dir = options.model_dir;
+    auto encoder = rapidqa::TransformerEncoder::load(encoder_options);
+    if (!encoder) {
+      std::fprintf(stderr, "rapidqa-demo: --model: %s\n", encoder.status().to_string().c_str());
+      return 1;
+    }
+    engine_options.encoder = std::move(encoder).value();
+  }
+  if (!options.reader_dir.empty()) {
+    rapidqa::ExtractiveReaderOptions reader_options;
+    reader_options.model_dir = options.reader_dir;
+    auto reader = rapidqa::ExtractiveReader::load(reader_options);
+    if (!reader) {
+      std::fprintf(stderr, "rapidqa-demo: --reader: %s\n", reader.status().to_string().c_str());
+      return 1;
+    }
+    engine_options.reader = std::move(reader).value();
+  }
+  auto engine = rapidqa::QAEngine::create(std::move(engine_options));
   if (!engine) {
     std::fprintf(stderr, "rapidqa-demo: %s\n", engine.status().to_string().c_str());
     return 1;
@@ -110,8 +144,8 @@ int main(int argc, char** argv) {
     return 1;
   }
   if (!options.json) {
-    std::fprintf(stderr, "loaded %zu entries (%zu phrasings) from %s\n", loaded->entries, loaded->phrasings,
-                 options.kb.c_str());
+    std::fprintf(stderr, "loaded %zu entries (%zu phrasings) from %s; encoder %s\n", loaded->entries,
+                 loaded->phrasings, options.kb.c_str(), (*engine)->encoder().name().c_str());
   }
 
   int failures = 0;

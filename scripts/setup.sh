@@ -21,13 +21,15 @@ jobs=$(nproc 2>/dev/null || echo 2)
 # Every package the build, tests and benchmarks use. libopenblas0-pthread is
 # not optional in practice: with Debian's reference BLAS, LibTorch's matrix
 # products run about 30x slower. oneDNN's CMake config asks for OpenCL
-# headers, hence the ocl packages.
+# headers, hence the ocl packages. python3-torch runs the independent
+# reference the transformer tests compare against (tests/reference/).
 packages=(
   build-essential cmake ninja-build ccache pkg-config git
   libtorch-dev libfaiss-dev libdnnl-dev ocl-icd-opencl-dev opencl-c-headers
   libopenblas0-pthread libopenblas-dev liblapack-dev
   libfmt-dev nlohmann-json3-dev libutf8proc-dev
   catch2 libbenchmark-dev
+  python3-torch
 )
 
 missing=()

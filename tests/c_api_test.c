@@ -114,10 +114,60 @@ static void test_ask_and_change(void) {
   rqa_engine_destroy(engine);
 }
 
+static void test_models_and_encode(void) {
+  rqa_engine* engine = NULL;
+  rqa_engine* hashing = NULL;
+  rqa_answer* answer = NULL;
+  rqa_engine_options options;
+  float small[4];
+  float vector[64];
+  size_t dimension = 0;
+  double norm = 0;
+  size_t i;
+
+  rqa_engine_options_init(&options);
+  options.encoder_model_dir = RAPIDQA_TINY_MODELS "/bert-tiny";
+  options.reader_model_dir = RAPIDQA_TINY_MODELS "/bert-tiny-qa";
+  options.enable_semantic_cache = 0;
+  options.min_answer_score = -1.0f;
+  CHECK(rqa_engine_create(&options, &engine) == RQA_OK);
+  CHECK(rqa_engine_load_knowledge(engine, RAPIDQA_SOURCE_DIR "/tests/data/context_faq.jsonl", NULL) == RQA_OK);
+  CHECK(rqa_engine_ask(engine, "Where is my order?", &answer) == RQA_OK);
+  CHECK(strcmp(rqa_answer_entry_id(answer), "order-status") == 0);
+  CHECK(strstr("Your order shipped yesterday and will arrive soon. The tracking link is in the confirmation email.",
+               rqa_answer_text(answer)) != NULL);
+  rqa_answer_destroy(answer);
+
+  CHECK(rqa_engine_encode(engine, "where is my order", small, 4, &dimension) == RQA_OUT_OF_RANGE);
+  CHECK(dimension == 32);
+  CHECK(strstr(rqa_last_error(), "needs 32") != NULL);
+  CHECK(rqa_engine_encode(engine, "where is my order", vector, 64, &dimension) == RQA_OK);
+  for (i = 0; i < dimension; ++i) norm += (double)vector[i] * vector[i];
+  CHECK(norm > 0.999 && norm < 1.001);
+  rqa_engine_destroy(engine);
+
+  CHECK(rqa_engine_create(NULL, &hashing) == RQA_OK);
+  CHECK(rqa_engine_encode(hashing, "", vector, 64, &dimension) == RQA_OUT_OF_RANGE);
+  CHECK(dimension == 384);
+  rqa_engine_destroy(hashing);
+
+  rqa_engine_options_init(&options);
+  options.encoder_model_dir = "/no/such/model";
+  engine = NULL;
+  CHECK(rqa_engine_create(&options, &engine) == RQA_NOT_FOUND);
+  CHECK(engine == NULL);
+  CHECK(strstr(rqa_last_error(), "/no/such/model") != NULL);
+  rqa_engine_options_init(&options);
+  options.reader_model_dir = RAPIDQA_TINY_MODELS "/bert-tiny";
+  CHECK(rqa_engine_create(&options, &engine) == RQA_INVALID_ARGUMENT);
+  CHECK(strstr(rqa_last_error(), "qa_outputs") != NULL);
+}
+
 int main(void) {
   test_version();
   test_null_and_bad_options();
   test_ask_and_change();
+  test_models_and_encode();
   if (failures == 0) printf("c api: all checks passed\n");
   return failures == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }

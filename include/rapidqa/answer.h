@@ -7,6 +7,7 @@
 #include <array>
 #include <chrono>
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -52,6 +53,15 @@ struct EntryMatch {
   float score = 0.0f;  // cosine similarity in [-1, 1]
 };
 
+// The span an extractive reader cut out of an entry's context passage.
+struct ExtractedSpan {
+  std::string entry_id;     // whose context held the span
+  std::size_t begin = 0;    // byte offsets of the span in that context
+  std::size_t end = 0;
+  float score = 0;          // reader's start + end logit
+  float probability = 0;    // reader's confidence among its candidates
+};
+
 struct Answer {
   std::string text;                // the answer; the fallback text for kFallback
   float score = 0.0f;              // similarity of the best match (0 for fallback with no match)
@@ -60,6 +70,7 @@ struct Answer {
   bool degraded = false;           // true when a cheaper path was taken to meet a limit
   std::string degraded_reason;     // why, when degraded; empty otherwise
   StageTimings timings;            // this request's per-stage latency
+  std::optional<ExtractedSpan> extracted;  // set when a reader produced the text
 
   // The best entry's id, or "" when nothing matched.
   const std::string& entry_id() const {

@@ -29,9 +29,13 @@ class RAPIDQA_EXPORT Encoder {
 
   // Encodes texts.size() texts into out, row-major, texts.size() *
   // dimension() floats; out is resized by the call. Texts are normalised
-  // (see normalize_text) by the caller. Fails with kInvalidArgument on text
+  // (see normalize_text) by the caller when wants_normalized_text(). Fails with kInvalidArgument on text
   // the encoder cannot read; out is then unspecified.
   virtual Status encode(const std::vector<std::string>& texts, std::vector<float>& out) const = 0;
+
+  // Whether encode() expects normalize_text() output (lower-cased, no
+  // punctuation). A transformer reads the text as written instead.
+  virtual bool wants_normalized_text() const { return true; }
 
   // Called with every phrasing of the knowledge base when a knowledge base
   // is loaded, so encoders that learn corpus statistics (IDF) can refit.

@@ -1,6 +1,7 @@
 // QAEngine: answers questions from a knowledge base through the pipeline
 // normalise -> result cache -> encode -> semantic cache -> retrieve ->
-// postprocess, measuring every stage.
+// infer (an optional extractive reader) -> postprocess, measuring every
+// stage.
 //
 // Typical use:
 //   auto engine = rapidqa::QAEngine::create({});
@@ -31,6 +32,7 @@
 #include "rapidqa/knowledge_entry.h"
 #include "rapidqa/knowledge_file.h"
 #include "rapidqa/metrics.h"
+#include "rapidqa/reader.h"
 #include "rapidqa/result_cache.h"
 #include "rapidqa/semantic_cache.h"
 #include "rapidqa/status.h"
@@ -43,6 +45,12 @@ struct EngineOptions {
   // HashingEncoder built from `hashing` below. Shared, not copied.
   std::shared_ptr<Encoder> encoder;
   HashingEncoderOptions hashing;           // used when encoder is null
+  // An extractive reader: when set and the best entry has a `context`
+  // passage, the answer is the best span the reader finds in the passages of
+  // the best entries. A best entry without context, or a reader that finds
+  // nothing, gives the FAQ answer. Null: FAQ answers only.
+  std::shared_ptr<Reader> reader;
+  std::size_t reader_passages = 3;         // best entries whose contexts the reader reads
 
   NormalizeOptions normalize;              // question normalisation and size limit
   ResultCacheOptions result_cache;         // exact tier (TTL 5 min by default)

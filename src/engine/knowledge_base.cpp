@@ -27,21 +27,31 @@ index::VectorIndexOptions index_options(std::size_t dimension, const KnowledgeBa
 KnowledgeBase::KnowledgeBase(std::shared_ptr<Encoder> encoder, KnowledgeBaseOptions options)
     : encoder_(std::move(encoder)), options_(options), index_(index_options(encoder_->dimension(), options)) {}
 
-Status KnowledgeBase::encode_phrasings(const std::vector<const KnowledgeEntry*>& entries, Encoded& out,
-                                       std::vector<std::size_t>* phrasing_counts) const {
-  for (const KnowledgeEntry* e : entries) {
-    std::size_t count = 0;
-    for (const std::string* phrasing : phrasings_of(*e)) {
-      auto normalized = normalize_text(*phrasing, options_.normalize);
-      if (!normalized) {
-        return Status::invalid_argument(
-            fmt::format("entry '{}': phrasing \"{}\": {}", e->id, *phrasing, normalized.status().message()));
-      }
-      out.normalized.push_back(std::move(normalized).value());
-      ++count;
-    }
-    if (phrasing_counts) phrasing_counts->push_back(count);
+Result<std::string> KnowledgeBase::encoder_input(const std::string& phrasing) const {
+  // Always normalised, so a phrasing the question path would refuse (empty,
+  // oversize, invalid UTF-8) is refused here too; a transformer then reads
+  // the text as written.
+  auto normalized = normalize_text(phrasing, options_.normalize);
+  if (!normalized) {
+    return Status::invalid_argument(fmt::format("phrasing \"{}\": {}", phrasing, normalized.status().message()));
   }
+  if (!encoder_->wants_normalized_text()) return phrasing;
+  return normalized;
+}
+
+Status KnowledgeBase::encode_phrasings(const std::vector<const KnowledgeEntry*>& entries, Encoded& out,
+                                       std::vector<std::size_t>* phrasing_counts, bool refit_encoder) const {
+  // Every phrasing is checked before anything is encoded, so an error
+  // leaves the encoder and the index untouched.
+  for (const KnowledgeEntry* e : entries) {
+    for (const std::string* phrasing : phrasings_of(*e)) {
+      auto text = encoder_input(*phrasing);
+      if (!text) return Status::invalid_argument(fmt::format("entry '{}': {}", e->id, text.status().message()));
+      out.normalized.push_back(std::move(text).value());
+    }
+    if (phrasing_counts) phrasing_counts->push_back(1 + e->alternates.size());
+  }
+  if (refit_encoder) encoder_->adapt(out.normalized);
   return encoder_->encode(out.normalized, out.vectors);
 }
 
@@ -54,21 +64,7 @@ Status KnowledgeBase::replace_all(std::vector<KnowledgeEntry> entries) {
   }
   Encoded encoded;
   std::vector<std::size_t> counts;
-  // Normalise first (errors must leave everything untouched), then refit the
-  // encoder's corpus statistics and encode with them.
-  for (const KnowledgeEntry* e : pointers) {
-    for (const std::string* phrasing : phrasings_of(*e)) {
-      auto normalized = normalize_text(*phrasing, options_.normalize);
-      if (!normalized) {
-        return Status::invalid_argument(
-            fmt::format("entry '{}': phrasing \"{}\": {}", e->id, *phrasing, normalized.status().message()));
-      }
-      encoded.normalized.push_back(std::move(normalized).value());
-    }
-    counts.push_back(1 + e->alternates.size());
-  }
-  encoder_->adapt(encoded.normalized);
-  Status s = encoder_->encode(encoded.normalized, encoded.vectors);
+  Status s = encode_phrasings(pointers, encoded, &counts, /*refit_encoder=*/true);
   if (!s.is_ok()) return s;
 
   index::VectorIndex fresh(index_options(encoder_->dimension(), options_));
@@ -97,21 +93,22 @@ Status KnowledgeBase::replace_all(std::vector<KnowledgeEntry> entries) {
   return Status::ok();
 }
 
-Status KnowledgeBase::insert_encoded(KnowledgeEntry entry) {
+Status KnowledgeBase::store(KnowledgeEntry entry, std::uint64_t version) {
+  // Encode before touching the index, so a bad entry leaves the old one in place.
   Encoded encoded;
-  Status s = encode_phrasings({&entry}, encoded, nullptr);
+  Status s = encode_phrasings({&entry}, encoded, nullptr, false);
   if (!s.is_ok()) return s;
-  StoredEntry se;
+  entry.version = version;
+  StoredEntry& stored = entries_[entry.id];
+  erase_labels(stored);
   const std::size_t dim = encoder_->dimension();
   for (std::size_t j = 0; j < encoded.normalized.size(); ++j) {
     const std::int64_t label = next_label_++;
     index_.upsert(label, encoded.vectors.data() + j * dim);
     label_to_id_.emplace(label, entry.id);
-    se.labels.push_back(label);
+    stored.labels.push_back(label);
   }
-  const std::string id = entry.id;
-  se.entry = std::move(entry);
-  entries_[id] = std::move(se);
+  stored.entry = std::move(entry);
   return Status::ok();
 }
 
@@ -125,29 +122,14 @@ void KnowledgeBase::erase_labels(StoredEntry& stored) {
 
 Status KnowledgeBase::add(KnowledgeEntry entry) {
   if (entries_.count(entry.id)) return Status::already_exists(fmt::format("entry id '{}' already exists", entry.id));
-  entry.version = 1;
-  return insert_encoded(std::move(entry));
+  return store(std::move(entry), 1);
 }
 
 Status KnowledgeBase::update(KnowledgeEntry entry) {
   const auto it = entries_.find(entry.id);
   if (it == entries_.end()) return Status::not_found(fmt::format("no entry with id '{}'", entry.id));
-  // Encode the new phrasings before touching the index, so a bad update
-  // leaves the old entry in place.
-  Encoded encoded;
-  Status s = encode_phrasings({&entry}, encoded, nullptr);
-  if (!s.is_ok()) return s;
-  entry.version = it->second.entry.version + 1;
-  erase_labels(it->second);
-  const std::size_t dim = encoder_->dimension();
-  for (std::size_t j = 0; j < encoded.normalized.size(); ++j) {
-    const std::int64_t label = next_label_++;
-    index_.upsert(label, encoded.vectors.data() + j * dim);
-    label_to_id_.emplace(label, entry.id);
-    it->second.labels.push_back(label);
-  }
-  it->second.entry = std::move(entry);
-  return Status::ok();
+  const std::uint64_t version = it->second.entry.version + 1;
+  return store(std::move(entry), version);
 }
 
 Status KnowledgeBase::remove(const std::string& id) {

@@ -56,14 +56,19 @@ class KnowledgeBase {
     std::vector<std::int64_t> labels;  // one per phrasing in the index
   };
   struct Encoded {
-    std::vector<std::string> normalized;  // every phrasing, normalised
+    std::vector<std::string> normalized;  // every phrasing, as the encoder reads it
     std::vector<float> vectors;
   };
 
-  // Normalises and encodes every phrasing of the entries, in order.
+  // Encodes every phrasing of the entries, in order; with refit_encoder the
+  // encoder first learns its corpus statistics from them.
   Status encode_phrasings(const std::vector<const KnowledgeEntry*>& entries, Encoded& out,
-                          std::vector<std::size_t>* phrasing_counts) const;
-  Status insert_encoded(KnowledgeEntry entry);
+                          std::vector<std::size_t>* phrasing_counts, bool refit_encoder) const;
+  // The text the encoder gets for a phrasing (normalised or as written).
+  Result<std::string> encoder_input(const std::string& phrasing) const;
+  // Encodes and indexes an entry under the given version, replacing any
+  // entry with its id; on error nothing changes.
+  Status store(KnowledgeEntry entry, std::uint64_t version);
   void erase_labels(StoredEntry& stored);
   void rebuild_from(std::unordered_map<std::string, StoredEntry>& entries);
 

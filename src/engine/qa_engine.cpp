@@ -38,6 +38,7 @@ Status validate_options(const EngineOptions& o) {
   if (o.top_k == 0) return Status::invalid_argument("top_k must be at least 1");
   if (o.knowledge_search_breadth <= 0) return Status::invalid_argument("knowledge_search_breadth must be positive");
   if (o.normalize.max_bytes == 0) return Status::invalid_argument("normalize.max_bytes must be positive");
+  if (o.reader && o.reader_passages == 0) return Status::invalid_argument("reader_passages must be at least 1");
   return Status::ok();
 }
 
@@ -72,6 +73,35 @@ struct QAEngine::Impl {
       answer.tier = AnswerTier::kFallback;
     }
     return answer;
+  }
+
+  // Replaces the FAQ answer with the span the reader finds in the context
+  // passages of the best entries. A reader failure keeps the FAQ answer and
+  // says so: the request still gets an answer.
+  void read_answer(std::string_view question, const std::vector<engine::KnowledgeMatch>& matches, float min_score,
+                   Answer& answer) const {
+    // The best entry decides: without a passage of its own, its FAQ answer
+    // stands rather than a span from a less relevant entry.
+    if (matches.empty() || matches.front().entry->context.empty()) return;
+    std::vector<std::string> passages;
+    std::vector<const KnowledgeEntry*> owners;
+    for (const auto& m : matches) {
+      if (owners.size() == options.reader_passages || m.similarity < min_score) break;
+      if (m.entry->context.empty()) continue;
+      passages.push_back(m.entry->context);
+      owners.push_back(m.entry);
+    }
+    if (passages.empty()) return;
+    auto spans = options.reader->read(std::string(question), passages, 1);
+    if (!spans) {
+      answer.degraded = true;
+      answer.degraded_reason = "reader failed, FAQ answer given: " + spans.status().message();
+      return;
+    }
+    if (spans->empty()) return;
+    const AnswerSpan& best = spans->front();
+    answer.text = best.text;
+    answer.extracted = ExtractedSpan{owners[best.passage]->id, best.begin, best.end, best.score, best.probability};
   }
 
   Result<Answer> ask(std::string_view question, const AskOptions& ask_options) {
@@ -112,7 +142,7 @@ struct QAEngine::Impl {
     // leave an answer from the old version in a cache.
     std::shared_lock<std::shared_mutex> lock(knowledge_mu);
     std::vector<float> vector;
-    Status encoded = encoder->encode({key}, vector);
+    Status encoded = encoder->encode({encoder->wants_normalized_text() ? key : std::string(question)}, vector);
     timer.finish(Stage::kEncode);
     if (!encoded.is_ok()) {
       metrics.record_error();
@@ -134,7 +164,12 @@ struct QAEngine::Impl {
     const auto matches = knowledge->search(vector.data(), std::max<std::size_t>(top_k, 1));
     timer.finish(Stage::kRetrieve);
 
-    answer = answer_from_knowledge(matches, ask_options.min_answer_score.value_or(options.min_answer_score));
+    const float min_score = ask_options.min_answer_score.value_or(options.min_answer_score);
+    answer = answer_from_knowledge(matches, min_score);
+    if (options.reader && answer.tier == AnswerTier::kKnowledge) {
+      read_answer(question, matches, min_score, answer);
+      timer.finish(Stage::kInfer);
+    }
     if (answer.matches.size() > top_k) answer.matches.resize(top_k);
     // A fallback is never cached: a later entry may answer the question.
     if (answer.tier == AnswerTier::kKnowledge) {

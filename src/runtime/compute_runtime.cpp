@@ -44,11 +44,12 @@ Status configure_compute_threads(const ComputeThreads& threads) {
     const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     const int intra = threads.intra_op == 0 ? cores : threads.intra_op;
     const int search = threads.search == 0 ? 1 : threads.search;
-    // LibTorch's intra-op pool is OpenMP here; OpenBLAS keeps its own
-    // pthreads. Both get the same count so one model call uses exactly the
-    // cores asked for and the two pools never run at once.
+    // One pool: LibTorch's intra-op (OpenMP) threads. OpenBLAS keeps its own
+    // pthreads, which would fight them for the cores; the model runtime
+    // splits every product across the intra-op threads itself and calls
+    // OpenBLAS single-threaded from each (model/linear_op.h).
     if (at::get_num_threads() != intra) at::set_num_threads(intra);
-    if (openblas_set_num_threads) openblas_set_num_threads(intra);
+    if (openblas_set_num_threads) openblas_set_num_threads(1);
     // FAISS's OpenMP team size is chosen per search call (see
     // index::ScopedSearchThreads), never set process-wide here: LibTorch's
     // OpenMP pool shares the same runtime.

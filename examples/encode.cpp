@@ -1,0 +1,155 @@
+// rapidqa-encode: embeds text with a user's transformer model, one text per
+// line on stdin, one JSON array of floats per line on stdout, so users can
+// precompute embeddings. --tokens prints the model's token ids instead.
+//
+//   rapidqa-encode --model DIR [--pooling cls|mean] [--normalize] [--tokens]
+//                  [--batch N] [--max-length N] [--threads N]
+#include <cstdio>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <rapidqa/compute_runtime.h>
+#include <rapidqa/text_normalizer.h>
+#include <rapidqa/transformer_encoder.h>
+
+namespace {
+
+void usage(std::FILE* to) {
+  std::fprintf(to,
+               "usage: rapidqa-encode --model DIR [--pooling cls|mean] [--normalize] [--tokens]\n"
+               "                      [--batch N] [--max-length N] [--threads N]\n"
+               "Reads one text per line on stdin; prints one JSON array per line (floats, or token ids\n"
+               "with --tokens). Lines are processed in batches of N (default 32).\n");
+}
+
+bool parse_size(const char* text, std::size_t& out) {
+  try {
+    std::size_t used = 0;
+    const long long v = std::stoll(text, &used);
+    if (used != std::string(text).size() || v <= 0) return false;
+    out = static_cast<std::size_t>(v);
+    return true;
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  rapidqa::TransformerEncoderOptions options;
+  options.normalize = false;
+  bool tokens = false;
+  std::size_t batch = 32;
+  std::size_t threads = 0;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    auto value = [&]() -> const char* { return i + 1 < argc ? argv[++i] : nullptr; };
+    const char* v = nullptr;
+    if (arg == "--model" && (v = value())) {
+      options.model_dir = v;
+    } else if (arg == "--pooling" && (v = value())) {
+      if (std::string(v) == "cls") options.pooling = rapidqa::Pooling::kCls;
+      else if (std::string(v) == "mean") options.pooling = rapidqa::Pooling::kMean;
+      else {
+        std::fprintf(stderr, "rapidqa-encode: --pooling must be cls or mean, not '%s'\n", v);
+        return 2;
+      }
+    } else if (arg == "--normalize") {
+      options.normalize = true;
+    } else if (arg == "--tokens") {
+      tokens = true;
+    } else if ((arg == "--batch" || arg == "--max-length" || arg == "--threads") && (v = value())) {
+      std::size_t n = 0;
+      if (!parse_size(v, n)) {
+        std::fprintf(stderr, "rapidqa-encode: %s needs a positive integer, not '%s'\n", arg.c_str(), v);
+        return 2;
+      }
+      (arg == "--batch" ? batch : arg == "--threads" ? threads : options.max_sequence_length) = n;
+    } else if (arg == "--help" || arg == "-h") {
+      usage(stdout);
+      return 0;
+    } else {
+      std::fprintf(stderr, "rapidqa-encode: unknown or incomplete option '%s'\n", arg.c_str());
+      usage(stderr);
+      return 2;
+    }
+  }
+  if (options.model_dir.empty()) {
+    std::fprintf(stderr, "rapidqa-encode: --model DIR is required\n");
+    usage(stderr);
+    return 2;
+  }
+  rapidqa::ComputeThreads compute;
+  compute.intra_op = static_cast<int>(threads);
+  if (auto s = rapidqa::configure_compute_threads(compute); !s.is_ok()) {
+    std::fprintf(stderr, "rapidqa-encode: %s\n", s.to_string().c_str());
+    return 2;
+  }
+  options.max_batch_size = batch;
+  auto encoder = rapidqa::TransformerEncoder::load(options);
+  if (!encoder) {
+    std::fprintf(stderr, "rapidqa-encode: %s\n", encoder.status().to_string().c_str());
+    return 1;
+  }
+
+  // One JSON array per input line, in order. A line that cannot be encoded
+  // (invalid UTF-8) prints null, so output lines stay aligned with input
+  // lines, and is reported on stderr with its number.
+  auto encode_lines = [&](const std::vector<std::string>& texts) -> rapidqa::Result<std::vector<std::string>> {
+    std::vector<std::string> rows;
+    if (tokens) {
+      auto ids = (*encoder)->token_ids(texts);
+      if (!ids) return ids.status();
+      for (const auto& row : *ids) rows.push_back(nlohmann::json(row).dump());
+      return rows;
+    }
+    std::vector<float> out;
+    if (auto s = (*encoder)->encode(texts, out); !s.is_ok()) return s;
+    const std::size_t dim = (*encoder)->dimension();
+    for (std::size_t r = 0; r < texts.size(); ++r) {
+      rows.push_back(nlohmann::json(std::vector<float>(out.begin() + static_cast<long>(r * dim),
+                                                       out.begin() + static_cast<long>((r + 1) * dim)))
+                         .dump());
+    }
+    return rows;
+  };
+  std::vector<std::string> lines;
+  std::size_t line_number = 0;
+  int failures = 0;
+  auto flush = [&]() {
+    if (lines.empty()) return;
+    auto rows = encode_lines(lines);
+    if (rows) {
+      for (const auto& r : *rows) std::cout << r << "\n";
+    } else {
+      const std::size_t first_line = line_number - lines.size() + 1;
+      for (std::size_t i = 0; i < lines.size(); ++i) {
+        auto one = encode_lines({lines[i]});
+        if (one) {
+          std::cout << one->front() << "\n";
+        } else {
+          std::cout << "null\n";
+          std::fprintf(stderr, "rapidqa-encode: line %zu: %s\n", first_line + i, one.status().message().c_str());
+          ++failures;
+        }
+      }
+    }
+    std::cout.flush();
+    lines.clear();
+  };
+  std::string line;
+  while (std::getline(std::cin, line)) {
+    ++line_number;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    lines.push_back(line);
+    if (lines.size() == batch) flush();
+  }
+  flush();
+  if (line_number > 1000) std::fprintf(stderr, "rapidqa-encode: %zu lines\n", line_number);
+  return failures == 0 ? 0 : 1;
+}

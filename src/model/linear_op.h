@@ -1,0 +1,68 @@
+// LinearOp: one linear layer of the transformer runtime (y = x W^T + b,
+// then an optional activation), behind an interface so the Quantizer can
+// swap in INT8 kernels and the Pruner can reshape it without the forward
+// code changing.
+//
+// Thread safety: forward() is const and thread-safe.
+#pragma once
+
+#include <ATen/Tensor.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "model/transformer_config.h"
+
+namespace rapidqa::model {
+
+class LinearOp {
+ public:
+  virtual ~LinearOp() = default;
+  // input [..., in_features] float32, contiguous -> [..., out_features].
+  virtual at::Tensor forward(const at::Tensor& input) const = 0;
+  virtual std::int64_t in_features() const = 0;
+  virtual std::int64_t out_features() const = 0;
+  virtual Activation activation() const = 0;
+  virtual std::string kind() const = 0;          // "f32", "int8", ...
+  virtual std::size_t weight_bytes() const = 0;  // memory held by weights and bias
+};
+
+// FP32 weights through OpenBLAS. The output features are split into one
+// contiguous block per intra-op thread and each block is one single-threaded
+// sgemm, followed by bias and activation while the block is still in cache:
+// small batches then use every core, which OpenBLAS's own threading does not
+// manage for skinny products. OpenBLAS itself must run single-threaded
+// (configure_compute_threads does that).
+class DenseLinear final : public LinearOp {
+ public:
+  // weight [out, in], bias [out] (may be undefined: no bias).
+  DenseLinear(at::Tensor weight, at::Tensor bias, Activation activation = Activation::kNone);
+
+  at::Tensor forward(const at::Tensor& input) const override;
+  std::int64_t in_features() const override { return weight_.size(1); }
+  std::int64_t out_features() const override { return weight_.size(0); }
+  Activation activation() const override { return activation_; }
+  std::string kind() const override { return "f32"; }
+  std::size_t weight_bytes() const override;
+
+  const at::Tensor& weight() const { return weight_; }
+  const at::Tensor& bias() const { return bias_; }
+
+ private:
+  at::Tensor weight_;  // [out, in], contiguous float32
+  at::Tensor bias_;    // [out] or undefined
+  Activation activation_;
+};
+
+// Applies an activation in place on a float tensor.
+void apply_activation_(at::Tensor& t, Activation activation);
+
+// C[m, n] = A[m, k] * B[n, k]^T through single-threaded OpenBLAS, with the
+// n columns split across the intra-op threads; leading dimensions given in
+// elements (row-major).
+void parallel_sgemm_nt(std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::int64_t lda,
+                       const float* b, std::int64_t ldb, float* c, std::int64_t ldc);
+
+}  // namespace rapidqa::model

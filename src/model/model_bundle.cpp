@@ -1,0 +1,94 @@
+#include "model/model_bundle.h"
+
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <cctype>
+#include <filesystem>
+#include <fstream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+namespace rapidqa::model {
+namespace fs = std::filesystem;
+namespace {
+
+// True unless tokenizer_config.json says do_lower_case false, or (without
+// it) the vocabulary holds cased words.
+bool vocabulary_looks_uncased(const std::string& model_dir, const text::WordPieceTokenizer& tokenizer) {
+  std::ifstream config(fs::path(model_dir) / "tokenizer_config.json");
+  if (config) {
+    try {
+      const auto j = nlohmann::json::parse(config);
+      if (j.contains("do_lower_case") && j.at("do_lower_case").is_boolean()) return j.at("do_lower_case").get<bool>();
+    } catch (const std::exception&) {
+      // An unreadable tokenizer_config.json is not fatal: fall back to the vocabulary.
+    }
+  }
+  for (std::size_t id = 0; id < tokenizer.vocab_size(); ++id) {
+    const std::string& token = tokenizer.id_to_token(static_cast<std::int32_t>(id));
+    if (!token.empty() && token.front() == '[' && token.back() == ']') continue;  // [CLS], [unused3]
+    if (std::any_of(token.begin(), token.end(), [](unsigned char c) { return std::isupper(c); })) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+Result<ModelBundle> load_model_bundle(const std::string& model_dir, int lower_case) {
+  auto model = load_transformer(model_dir);
+  if (!model) return model.status();
+  const fs::path vocab = fs::path(model_dir) / "vocab.txt";
+  const fs::path tokenizer_json = fs::path(model_dir) / "tokenizer.json";
+  Result<text::WordPieceTokenizer> tokenizer = Status::not_found(
+      fmt::format("{}: no vocab.txt or tokenizer.json (a WordPiece vocabulary is needed)", model_dir));
+  if (fs::exists(tokenizer_json) && lower_case < 0) {
+    tokenizer = text::WordPieceTokenizer::from_tokenizer_json(tokenizer_json.string());
+  } else if (fs::exists(vocab)) {
+    text::WordPieceOptions options;
+    if (lower_case >= 0) {
+      options.lower_case = lower_case == 1;
+    } else {
+      auto probe = text::WordPieceTokenizer::from_vocab_file(vocab.string(), options);
+      if (!probe) return probe.status();
+      options.lower_case = vocabulary_looks_uncased(model_dir, probe.value());
+    }
+    tokenizer = text::WordPieceTokenizer::from_vocab_file(vocab.string(), options);
+  } else if (fs::exists(tokenizer_json)) {
+    tokenizer = text::WordPieceTokenizer::from_tokenizer_json(tokenizer_json.string());
+  }
+  if (!tokenizer) return tokenizer.status();
+  const auto vocab_size = static_cast<std::int64_t>(tokenizer->vocab_size());
+  if (vocab_size > (*model)->config.vocab_size) {
+    return Status::invalid_argument(fmt::format(
+        "{}: the tokenizer has {} tokens but the model's embeddings only {} (config vocab_size)", model_dir,
+        vocab_size, (*model)->config.vocab_size));
+  }
+  return ModelBundle{std::move(model).value(),
+                     std::make_shared<const text::WordPieceTokenizer>(std::move(tokenizer).value())};
+}
+
+ModelInputs make_batch(const std::vector<const text::TokenizedText*>& texts, std::int32_t pad_id) {
+  std::int64_t longest = 0;
+  for (const auto* t : texts) longest = std::max<std::int64_t>(longest, static_cast<std::int64_t>(t->input_ids.size()));
+  const auto batch = static_cast<std::int64_t>(texts.size());
+  ModelInputs inputs;
+  inputs.input_ids = at::full({batch, longest}, pad_id, at::kLong);
+  inputs.attention_mask = at::zeros({batch, longest}, at::kLong);
+  inputs.token_type_ids = at::zeros({batch, longest}, at::kLong);
+  auto ids = inputs.input_ids.accessor<std::int64_t, 2>();
+  auto mask = inputs.attention_mask.accessor<std::int64_t, 2>();
+  auto types = inputs.token_type_ids.accessor<std::int64_t, 2>();
+  for (std::int64_t b = 0; b < batch; ++b) {
+    const auto& t = *texts[static_cast<std::size_t>(b)];
+    for (std::size_t i = 0; i < t.input_ids.size(); ++i) {
+      ids[b][static_cast<std::int64_t>(i)] = t.input_ids[i];
+      mask[b][static_cast<std::int64_t>(i)] = 1;
+      types[b][static_cast<std::int64_t>(i)] = t.token_type_ids[i];
+    }
+  }
+  return inputs;
+}
+
+}  // namespace rapidqa::model

@@ -1,0 +1,37 @@
+// TransformerConfig: the architecture of a BERT-family encoder, read from a
+// Hugging Face config.json (BERT, MiniLM and sentence-transformers BERT
+// models use the BERT names; DistilBERT its own).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "rapidqa/status.h"
+
+namespace rapidqa::model {
+
+enum class Architecture { kBert, kDistilBert };
+enum class Activation { kNone, kGelu, kGeluTanh, kRelu, kTanh };
+
+struct TransformerConfig {
+  Architecture architecture = Architecture::kBert;
+  std::int64_t vocab_size = 0;
+  std::int64_t hidden_size = 0;
+  std::int64_t num_layers = 0;
+  std::int64_t num_heads = 0;
+  std::int64_t intermediate_size = 0;
+  std::int64_t max_position_embeddings = 512;
+  std::int64_t type_vocab_size = 2;   // 0 for DistilBERT (no segment embeddings)
+  double layer_norm_eps = 1e-12;
+  Activation hidden_act = Activation::kGelu;
+  std::int64_t pad_token_id = 0;
+
+  std::int64_t head_dim() const { return hidden_size / num_heads; }
+  // kInvalidArgument naming the field for a missing or inconsistent value.
+  static Result<TransformerConfig> from_json_file(const std::string& path);
+  static Result<TransformerConfig> from_json_text(const std::string& text, const std::string& source);
+};
+
+const char* activation_name(Activation a);
+
+}  // namespace rapidqa::model

@@ -1,0 +1,340 @@
+#include "model/transformer_model.h"
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <c10/core/InferenceMode.h>
+#include <cblas.h>
+
+#include <cmath>
+#include <filesystem>
+#include <limits>
+
+#include <fmt/format.h>
+
+#include "common/guard.h"
+#include "model/safetensors_file.h"
+
+namespace rapidqa::model {
+namespace {
+
+std::string shape_string(at::IntArrayRef shape) {
+  std::string s = "[";
+  for (std::size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+// Looks tensors up under one name prefix and checks their shapes, so every
+// error names the tensor and what was expected.
+class TensorLookup {
+ public:
+  TensorLookup(const std::map<std::string, at::Tensor>& tensors, std::string prefix, std::string source)
+      : tensors_(tensors), prefix_(std::move(prefix)), source_(std::move(source)) {}
+
+  Result<at::Tensor> get(const std::string& name, std::vector<std::int64_t> shape) const {
+    const auto it = tensors_.find(prefix_ + name);
+    if (it == tensors_.end()) {
+      return Status::invalid_argument(
+          fmt::format("{}: tensor '{}{}' is missing (expected shape {})", source_, prefix_, name, shape_string(shape)));
+    }
+    if (it->second.sizes() != at::IntArrayRef(shape)) {
+      return Status::invalid_argument(fmt::format("{}: tensor '{}{}' has shape {}, expected {}", source_, prefix_,
+                                                  name, shape_string(it->second.sizes()), shape_string(shape)));
+    }
+    if (it->second.scalar_type() != at::kFloat) return it->second.to(at::kFloat);
+    return it->second;
+  }
+
+  bool has(const std::string& name) const { return tensors_.count(prefix_ + name) != 0; }
+
+ private:
+  const std::map<std::string, at::Tensor>& tensors_;
+  std::string prefix_;
+  std::string source_;
+};
+
+// The naming of one architecture's per-layer tensors.
+struct LayerNames {
+  std::string layer_prefix;  // "encoder.layer." or "transformer.layer."
+  std::string query, key, value, attention_output, attention_norm, intermediate, output, output_norm;
+};
+
+LayerNames names_for(Architecture arch) {
+  if (arch == Architecture::kDistilBert) {
+    return {"transformer.layer.", "attention.q_lin",   "attention.k_lin", "attention.v_lin", "attention.out_lin",
+            "sa_layer_norm",      "ffn.lin1",          "ffn.lin2",        "output_layer_norm"};
+  }
+  return {"encoder.layer.",          "attention.self.query", "attention.self.key",
+          "attention.self.value",    "attention.output.dense", "attention.output.LayerNorm",
+          "intermediate.dense",      "output.dense",         "output.LayerNorm"};
+}
+
+#define RAPIDQA_ASSIGN_OR_RETURN(lhs, expr) \
+  auto lhs##_result = (expr);               \
+  if (!lhs##_result) return lhs##_result.status(); \
+  at::Tensor lhs = std::move(lhs##_result).value()
+
+Result<LayerNormWeights> layer_norm(const TensorLookup& t, const std::string& name, std::int64_t width,
+                                    double eps) {
+  RAPIDQA_ASSIGN_OR_RETURN(weight, t.get(name + ".weight", {width}));
+  RAPIDQA_ASSIGN_OR_RETURN(bias, t.get(name + ".bias", {width}));
+  return LayerNormWeights{weight, bias, eps};
+}
+
+Result<std::unique_ptr<LinearOp>> dense(const TensorLookup& t, const std::string& name, std::int64_t out,
+                                        std::int64_t in, Activation act) {
+  RAPIDQA_ASSIGN_OR_RETURN(weight, t.get(name + ".weight", {out, in}));
+  RAPIDQA_ASSIGN_OR_RETURN(bias, t.get(name + ".bias", {out}));
+  return std::unique_ptr<LinearOp>(std::make_unique<DenseLinear>(weight, bias, act));
+}
+
+Result<TransformerLayer> build_layer(const TensorLookup& t, const TransformerConfig& c, std::int64_t index) {
+  const LayerNames n = names_for(c.architecture);
+  const std::string p = n.layer_prefix + std::to_string(index) + ".";
+  const std::int64_t h = c.hidden_size;
+  TransformerLayer layer;
+  layer.num_heads = c.num_heads;
+  layer.head_dim = c.head_dim();
+  // Query, key and value become one product: one pass over the input
+  // instead of three, and bigger matrices keep both cores busy.
+  RAPIDQA_ASSIGN_OR_RETURN(qw, t.get(p + n.query + ".weight", {h, h}));
+  RAPIDQA_ASSIGN_OR_RETURN(qb, t.get(p + n.query + ".bias", {h}));
+  RAPIDQA_ASSIGN_OR_RETURN(kw, t.get(p + n.key + ".weight", {h, h}));
+  RAPIDQA_ASSIGN_OR_RETURN(kb, t.get(p + n.key + ".bias", {h}));
+  RAPIDQA_ASSIGN_OR_RETURN(vw, t.get(p + n.value + ".weight", {h, h}));
+  RAPIDQA_ASSIGN_OR_RETURN(vb, t.get(p + n.value + ".bias", {h}));
+  layer.qkv = std::make_unique<DenseLinear>(at::cat({qw, kw, vw}, 0), at::cat({qb, kb, vb}, 0));
+  auto attention_output = dense(t, p + n.attention_output, h, h, Activation::kNone);
+  if (!attention_output) return attention_output.status();
+  layer.attention_output = std::move(attention_output).value();
+  auto attention_norm = layer_norm(t, p + n.attention_norm, h, c.layer_norm_eps);
+  if (!attention_norm) return attention_norm.status();
+  layer.attention_norm = attention_norm.value();
+  auto intermediate = dense(t, p + n.intermediate, c.intermediate_size, h, c.hidden_act);
+  if (!intermediate) return intermediate.status();
+  layer.intermediate = std::move(intermediate).value();
+  auto output = dense(t, p + n.output, h, c.intermediate_size, Activation::kNone);
+  if (!output) return output.status();
+  layer.output = std::move(output).value();
+  auto output_norm = layer_norm(t, p + n.output_norm, h, c.layer_norm_eps);
+  if (!output_norm) return output_norm.status();
+  layer.output_norm = output_norm.value();
+  return layer;
+}
+
+// The prefix under which the encoder's tensors are stored ("" or a head
+// model's "bert." etc.), found from the word embeddings.
+Result<std::string> find_prefix(const std::map<std::string, at::Tensor>& tensors, const std::string& source) {
+  for (const char* prefix : {"", "bert.", "distilbert.", "model.", "roberta."}) {
+    if (tensors.count(std::string(prefix) + "embeddings.word_embeddings.weight")) return std::string(prefix);
+  }
+  return Status::invalid_argument(fmt::format(
+      "{}: tensor 'embeddings.word_embeddings.weight' is missing (also looked for it under the prefixes bert., "
+      "distilbert., model.); is this a BERT-family checkpoint?",
+      source));
+}
+
+void layer_norm_(at::Tensor& x, const LayerNormWeights& ln) {
+  x = at::layer_norm(x, {x.size(-1)}, ln.weight, ln.bias, ln.eps);
+}
+
+// Multi-head self-attention over the fused projection qkv [B, S, 3 * A * D]:
+// one scores product and one context product per (sequence, head), spread
+// over the intra-op threads, reading each head in place through BLAS
+// leading dimensions instead of permuting copies.
+at::Tensor self_attention(const at::Tensor& qkv, const at::Tensor& additive_mask, std::int64_t heads,
+                          std::int64_t head_dim) {
+  const std::int64_t batch = qkv.size(0), seq = qkv.size(1);
+  const std::int64_t width = heads * head_dim;
+  const std::int64_t row = 3 * width;  // stride between tokens in qkv
+  at::Tensor scores = at::empty({batch, heads, seq, seq}, qkv.options());
+  at::Tensor context = at::empty({batch, seq, width}, qkv.options());
+  const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+  const float* base = qkv.data_ptr<float>();
+  float* s = scores.data_ptr<float>();
+  at::parallel_for(0, batch * heads, 1, [&](std::int64_t first, std::int64_t last) {
+    for (std::int64_t i = first; i < last; ++i) {
+      const std::int64_t b = i / heads, a = i % heads;
+      const float* q = base + b * seq * row + a * head_dim;
+      const float* k = q + width;
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<blasint>(seq), static_cast<blasint>(seq),
+                  static_cast<blasint>(head_dim), scale, q, static_cast<blasint>(row), k, static_cast<blasint>(row),
+                  0.0f, s + i * seq * seq, static_cast<blasint>(seq));
+    }
+  });
+  if (additive_mask.defined()) scores.add_(additive_mask);  // [B, 1, 1, S] broadcast
+  at::Tensor probs = at::softmax(scores, -1);
+  const float* p = probs.data_ptr<float>();
+  float* ctx = context.data_ptr<float>();
+  at::parallel_for(0, batch * heads, 1, [&](std::int64_t first, std::int64_t last) {
+    for (std::int64_t i = first; i < last; ++i) {
+      const std::int64_t b = i / heads, a = i % heads;
+      const float* v = base + b * seq * row + 2 * width + a * head_dim;
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<blasint>(seq),
+                  static_cast<blasint>(head_dim), static_cast<blasint>(seq), 1.0f, p + i * seq * seq,
+                  static_cast<blasint>(seq), v, static_cast<blasint>(row), 0.0f, ctx + b * seq * width + a * head_dim,
+                  static_cast<blasint>(width));
+    }
+  });
+  return context;
+}
+
+}  // namespace
+
+at::Tensor TransformerModel::forward(const ModelInputs& inputs) const {
+  c10::InferenceMode inference;
+  const at::Tensor& ids = inputs.input_ids;
+  const std::int64_t batch = ids.size(0), seq = ids.size(1);
+  if (seq > position_embeddings.size(0)) {
+    throw std::invalid_argument(fmt::format("sequence of {} tokens is longer than the model's {} positions", seq,
+                                            position_embeddings.size(0)));
+  }
+  at::Tensor x = at::embedding(word_embeddings, ids);
+  x.add_(position_embeddings.narrow(0, 0, seq));
+  if (token_type_embeddings.defined()) {
+    if (inputs.token_type_ids.defined()) {
+      x.add_(at::embedding(token_type_embeddings, inputs.token_type_ids));
+    } else {
+      x.add_(token_type_embeddings[0]);
+    }
+  }
+  layer_norm_(x, embedding_norm);
+
+  // Padding gets a large negative score before the softmax (as Hugging Face
+  // does); a batch without padding skips the mask entirely.
+  at::Tensor additive_mask;
+  if (inputs.attention_mask.defined() && !inputs.attention_mask.all().item<bool>()) {
+    additive_mask = (1.0 - inputs.attention_mask.to(at::kFloat)).mul_(std::numeric_limits<float>::lowest());
+    additive_mask = additive_mask.view({batch, 1, 1, seq});
+  }
+  for (const TransformerLayer& layer : layers) {
+    at::Tensor qkv = layer.qkv->forward(x);
+    at::Tensor context = self_attention(qkv, additive_mask, layer.num_heads, layer.head_dim);
+    at::Tensor attended = layer.attention_output->forward(context);
+    attended.add_(x);
+    layer_norm_(attended, layer.attention_norm);
+    at::Tensor ffn = layer.output->forward(layer.intermediate->forward(attended));
+    ffn.add_(attended);
+    layer_norm_(ffn, layer.output_norm);
+    x = std::move(ffn);
+  }
+  return x;
+}
+
+std::int64_t TransformerModel::parameter_count() const {
+  std::int64_t n = word_embeddings.numel() + position_embeddings.numel() +
+                   (token_type_embeddings.defined() ? token_type_embeddings.numel() : 0) +
+                   embedding_norm.weight.numel() * 2;
+  for (const auto& l : layers) {
+    for (const LinearOp* op : {l.qkv.get(), l.attention_output.get(), l.intermediate.get(), l.output.get()}) {
+      n += op->in_features() * op->out_features() + op->out_features();
+    }
+    n += 4 * l.attention_norm.weight.numel();
+  }
+  return n;
+}
+
+std::size_t TransformerModel::weight_bytes() const {
+  std::size_t bytes = static_cast<std::size_t>(word_embeddings.numel() + position_embeddings.numel() +
+                                               (token_type_embeddings.defined() ? token_type_embeddings.numel() : 0) +
+                                               embedding_norm.weight.numel() * 2) *
+                      sizeof(float);
+  for (const auto& l : layers) {
+    for (const LinearOp* op : {l.qkv.get(), l.attention_output.get(), l.intermediate.get(), l.output.get()}) {
+      bytes += op->weight_bytes();
+    }
+    bytes += static_cast<std::size_t>(4 * l.attention_norm.weight.numel()) * sizeof(float);
+  }
+  return bytes;
+}
+
+Result<std::shared_ptr<TransformerModel>> build_transformer(const TransformerConfig& c,
+                                                           const std::map<std::string, at::Tensor>& tensors,
+                                                           const std::string& source) {
+  return detail::guarded("building the model", [&]() -> Result<std::shared_ptr<TransformerModel>> {
+    auto prefix = find_prefix(tensors, source);
+    if (!prefix) return prefix.status();
+    const TensorLookup t(tensors, prefix.value(), source);
+    auto model = std::make_shared<TransformerModel>();
+    model->config = c;
+    const std::int64_t h = c.hidden_size;
+    RAPIDQA_ASSIGN_OR_RETURN(word, t.get("embeddings.word_embeddings.weight", {c.vocab_size, h}));
+    RAPIDQA_ASSIGN_OR_RETURN(position, t.get("embeddings.position_embeddings.weight", {c.max_position_embeddings, h}));
+    model->word_embeddings = word;
+    model->position_embeddings = position;
+    if (c.architecture == Architecture::kBert && c.type_vocab_size > 0) {
+      RAPIDQA_ASSIGN_OR_RETURN(types, t.get("embeddings.token_type_embeddings.weight", {c.type_vocab_size, h}));
+      model->token_type_embeddings = types;
+    }
+    auto norm = layer_norm(t, "embeddings.LayerNorm", h, c.layer_norm_eps);
+    if (!norm) return norm.status();
+    model->embedding_norm = norm.value();
+    for (std::int64_t i = 0; i < c.num_layers; ++i) {
+      auto layer = build_layer(t, c, i);
+      if (!layer) return layer.status();
+      model->layers.push_back(std::move(layer).value());
+    }
+    const std::string extra = c.architecture == Architecture::kBert ? "encoder.layer." : "transformer.layer.";
+    if (t.has(extra + std::to_string(c.num_layers) + ".output.dense.weight") ||
+        t.has(extra + std::to_string(c.num_layers) + ".ffn.lin1.weight")) {
+      return Status::invalid_argument(fmt::format(
+          "{}: the checkpoint has more layers than the {} that config.json declares", source, c.num_layers));
+    }
+    if (t.has("pooler.dense.weight")) {
+      auto pooler = dense(t, "pooler.dense", h, h, Activation::kTanh);
+      if (!pooler) return pooler.status();
+      model->pooler = std::move(pooler).value();
+    }
+    // Heads live outside the encoder prefix.
+    const TensorLookup heads(tensors, "", source);
+    if (heads.has("qa_outputs.weight")) {
+      auto qa = dense(heads, "qa_outputs", 2, h, Activation::kNone);
+      if (!qa) return qa.status();
+      model->qa_head = std::move(qa).value();
+    }
+    return model;
+  });
+}
+
+Result<std::shared_ptr<const TransformerModel>> load_transformer(const std::string& model_dir) {
+  namespace fs = std::filesystem;
+  return detail::guarded("loading the model", [&]() -> Result<std::shared_ptr<const TransformerModel>> {
+    if (!fs::is_directory(model_dir)) {
+      return Status::not_found(fmt::format("model directory '{}' does not exist", model_dir));
+    }
+    auto config = TransformerConfig::from_json_file((fs::path(model_dir) / "config.json").string());
+    if (!config) return config.status();
+    std::map<std::string, at::Tensor> tensors;
+    std::string source;
+    const fs::path safetensors = fs::path(model_dir) / "model.safetensors";
+    if (fs::exists(safetensors)) {
+      source = safetensors.string();
+      auto file = SafetensorsFile::open(source);
+      if (!file) return file.status();
+      for (const auto& [name, info] : file->tensors()) {
+        auto tensor = file->tensor(name);
+        if (!tensor) return tensor.status();
+        tensors.emplace(name, std::move(tensor).value());
+      }
+    } else {
+      fs::path script;
+      for (const auto& entry : fs::directory_iterator(model_dir)) {
+        if (entry.path().extension() == ".pt" && (script.empty() || entry.path().filename() == "model.pt")) {
+          script = entry.path();
+        }
+      }
+      if (script.empty()) {
+        return Status::not_found(fmt::format(
+            "{}: no model.safetensors and no TorchScript (.pt) file in the model directory", model_dir));
+      }
+      source = script.string();
+      auto params = read_torchscript_parameters(source);
+      if (!params) return params.status();
+      tensors = std::move(params).value();
+    }
+    auto model = build_transformer(config.value(), tensors, source);
+    if (!model) return model.status();
+    return std::shared_ptr<const TransformerModel>(std::move(model).value());
+  });
+}
+
+}  // namespace rapidqa::model

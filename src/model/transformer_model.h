@@ -1,0 +1,82 @@
+// TransformerModel: a BERT-family encoder held as plain data (embeddings,
+// then a list of layers whose linear parts are replaceable LinearOps), and
+// its forward pass over ATen and OpenBLAS. Layers may differ in shape (the
+// Pruner removes heads and neurons per layer) and in kind (the Quantizer
+// swaps INT8 LinearOps in); the forward code does not care.
+//
+// Thread safety: forward() is const, but it uses every intra-op thread:
+// callers serialise model calls (TransformerEncoder and ExtractiveReader
+// hold a mutex around them).
+#pragma once
+
+#include <ATen/Tensor.h>
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "model/linear_op.h"
+#include "model/transformer_config.h"
+#include "rapidqa/status.h"
+
+namespace rapidqa::model {
+
+struct LayerNormWeights {
+  at::Tensor weight;
+  at::Tensor bias;
+  double eps = 1e-12;
+};
+
+struct TransformerLayer {
+  std::int64_t num_heads = 0;                   // heads left in this layer
+  std::int64_t head_dim = 0;
+  std::unique_ptr<LinearOp> qkv;                // [3 * heads * head_dim, hidden]: query rows, key rows, value rows
+  std::unique_ptr<LinearOp> attention_output;   // [hidden, heads * head_dim]
+  LayerNormWeights attention_norm;
+  std::unique_ptr<LinearOp> intermediate;       // [intermediate, hidden], activation fused
+  std::unique_ptr<LinearOp> output;             // [hidden, intermediate]
+  LayerNormWeights output_norm;
+};
+
+struct ModelInputs {
+  at::Tensor input_ids;       // [batch, seq] int64
+  at::Tensor attention_mask;  // [batch, seq] int64, 1 = token, 0 = padding
+  at::Tensor token_type_ids;  // [batch, seq] int64, or undefined (all zero)
+};
+
+struct TransformerModel {
+  TransformerConfig config;
+  at::Tensor word_embeddings;        // [vocab, hidden]
+  at::Tensor position_embeddings;    // [max_positions, hidden]
+  at::Tensor token_type_embeddings;  // [type_vocab, hidden] or undefined (DistilBERT)
+  LayerNormWeights embedding_norm;
+  std::vector<TransformerLayer> layers;
+  std::unique_ptr<LinearOp> pooler;   // dense + tanh on [CLS], when the checkpoint has one
+  std::unique_ptr<LinearOp> qa_head;  // [2, hidden] start/end logits, for question answering
+
+  // The last hidden state [batch, seq, hidden]. Runs in inference mode.
+  at::Tensor forward(const ModelInputs& inputs) const;
+  // Encoder parameters (embeddings and layers, not heads) and their bytes.
+  std::int64_t parameter_count() const;
+  std::size_t weight_bytes() const;
+};
+
+// Loads a model directory: config.json and either model.safetensors or a
+// TorchScript file (model.pt / *.pt) whose parameters carry the Hugging Face
+// names. Accepts the names with a "bert." / "distilbert." / "model." prefix
+// and ignores tensors of heads it does not use. Every required tensor is
+// checked for presence and shape; an error names the tensor and the shape
+// it should have. Nothing half-loaded is ever returned.
+Result<std::shared_ptr<const TransformerModel>> load_transformer(const std::string& model_dir);
+
+// The same from tensors already in memory (used by tests and by tools that
+// build or rewrite models).
+Result<std::shared_ptr<TransformerModel>> build_transformer(const TransformerConfig& config,
+                                                           const std::map<std::string, at::Tensor>& tensors,
+                                                           const std::string& source);
+
+// Reads every named tensor of a TorchScript file (torchscript_reader.cpp).
+Result<std::map<std::string, at::Tensor>> read_torchscript_parameters(const std::string& path);
+
+}  // namespace rapidqa::model

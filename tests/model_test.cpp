@@ -1,0 +1,351 @@
+// The transformer runtime against an independent PyTorch reference: the
+// tiny checkpoints and reference.json are written by
+// tests/reference/make_tiny_models.py (a ctest fixture runs it into
+// RAPIDQA_TINY_MODELS before these tests).
+// LibTorch first: it pulls in glog, whose CHECK macro Catch must override.
+#include <ATen/ATen.h>
+#undef CHECK
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "model/pooling.h"
+#include "model/safetensors_file.h"
+#include "model/transformer_model.h"
+#include "rapidqa/qa_engine.h"
+#include "rapidqa/reader.h"
+#include "rapidqa/transformer_encoder.h"
+#include "text/wordpiece_tokenizer.h"
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+const std::string kModels = RAPIDQA_TINY_MODELS;
+
+const json& reference() {
+  static const json r = [] {
+    std::ifstream in(kModels + "/reference.json");
+    REQUIRE(in);
+    return json::parse(in);
+  }();
+  return r;
+}
+
+at::Tensor tensor_from(const json& j, at::ScalarType type) {
+  // Nested JSON arrays -> tensor of their shape.
+  std::vector<std::int64_t> shape;
+  const json* level = &j;
+  while (level->is_array()) {
+    shape.push_back(static_cast<std::int64_t>(level->size()));
+    if (level->empty()) break;
+    level = &(*level)[0];
+  }
+  std::vector<double> flat;
+  std::function<void(const json&)> walk = [&](const json& v) {
+    if (v.is_array()) {
+      for (const auto& x : v) walk(x);
+    } else {
+      flat.push_back(v.get<double>());
+    }
+  };
+  walk(j);
+  return at::tensor(flat, at::kDouble).reshape(shape).to(type);
+}
+
+double max_abs_diff(const at::Tensor& a, const at::Tensor& b) {
+  REQUIRE(a.sizes() == b.sizes());
+  return (a.to(at::kDouble) - b.to(at::kDouble)).abs().max().item<double>();
+}
+
+rapidqa::model::ModelInputs inputs_of(const json& c) {
+  rapidqa::model::ModelInputs in;
+  in.input_ids = tensor_from(c.at("input_ids"), at::kLong);
+  in.attention_mask = tensor_from(c.at("attention_mask"), at::kLong);
+  in.token_type_ids = tensor_from(c.at("token_type_ids"), at::kLong);
+  return in;
+}
+
+// Writes a model directory from bert-tiny with one tensor changed, for the
+// error tests. `edit` may erase or replace tensors.
+std::string broken_copy(const std::string& name, const std::function<void(std::map<std::string, at::Tensor>&)>& edit) {
+  const fs::path dir = fs::temp_directory_path() / ("rapidqa-broken-" + name);
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  fs::copy_file(kModels + "/bert-tiny/config.json", dir / "config.json");
+  fs::copy_file(kModels + "/bert-tiny/vocab.txt", dir / "vocab.txt");
+  auto file = rapidqa::model::SafetensorsFile::open(kModels + "/bert-tiny/model.safetensors");
+  REQUIRE(file.is_ok());
+  std::map<std::string, at::Tensor> tensors;
+  for (const auto& [n, info] : file->tensors()) tensors[n] = file->tensor(n).value().clone();
+  edit(tensors);
+  REQUIRE(rapidqa::model::write_safetensors((dir / "model.safetensors").string(), tensors).is_ok());
+  return dir.string();
+}
+
+}  // namespace
+
+TEST_CASE("Every reference checkpoint loads and matches PyTorch within 1e-4", "[model]") {
+  const double tolerance = 1e-4;
+  for (const auto& m : reference().at("models")) {
+    const std::string name = m.at("model");
+    INFO("model " << name);
+    auto model = rapidqa::model::load_transformer(kModels + "/" + name);
+    REQUIRE(model.is_ok());
+    for (const auto& c : m.at("cases")) {
+      INFO("case " << c.at("name").get<std::string>());
+      const auto in = inputs_of(c);
+      const at::Tensor hidden = (*model)->forward(in);
+      CHECK(max_abs_diff(hidden, tensor_from(c.at("last_hidden_state"), at::kFloat)) < tolerance);
+      using rapidqa::Pooling;
+      CHECK(max_abs_diff(rapidqa::model::pool_hidden(hidden, in.attention_mask, Pooling::kMean, false),
+                         tensor_from(c.at("mean_pooled"), at::kFloat)) < tolerance);
+      CHECK(max_abs_diff(rapidqa::model::pool_hidden(hidden, in.attention_mask, Pooling::kCls, false),
+                         tensor_from(c.at("cls_pooled"), at::kFloat)) < tolerance);
+      if (c.contains("pooler_output")) {
+        REQUIRE((*model)->pooler);
+        const at::Tensor pooled = (*model)->pooler->forward(hidden.select(1, 0).contiguous());
+        CHECK(max_abs_diff(pooled, tensor_from(c.at("pooler_output"), at::kFloat)) < tolerance);
+      }
+      if (c.contains("start_logits")) {
+        REQUIRE((*model)->qa_head);
+        const at::Tensor logits = (*model)->qa_head->forward(hidden);
+        CHECK(max_abs_diff(logits.select(2, 0), tensor_from(c.at("start_logits"), at::kFloat)) < tolerance);
+        CHECK(max_abs_diff(logits.select(2, 1), tensor_from(c.at("end_logits"), at::kFloat)) < tolerance);
+      }
+    }
+  }
+}
+
+TEST_CASE("The model's tokenizer gives the reference ids", "[model]") {
+  const auto& tok = reference().at("tokenize");
+  rapidqa::TransformerEncoderOptions options;
+  options.model_dir = kModels + "/bert-tiny";
+  auto encoder = rapidqa::TransformerEncoder::load(options);
+  REQUIRE(encoder.is_ok());
+  auto tokenizer = rapidqa::text::WordPieceTokenizer::from_vocab_file(kModels + "/bert-tiny/vocab.txt");
+  REQUIRE(tokenizer.is_ok());
+  for (const auto& c : tok.at("cases")) {
+    INFO(c.at("text").get<std::string>());
+    const auto expected = c.at("input_ids").get<std::vector<std::int32_t>>();
+    if (c.contains("text_pair")) {
+      auto pair = tokenizer->encode_pair(c.at("text").get<std::string>(), c.at("text_pair").get<std::string>(), 128);
+      REQUIRE(pair.is_ok());
+      CHECK(pair->input_ids == expected);
+      CHECK(pair->token_type_ids == c.at("token_type_ids").get<std::vector<std::int32_t>>());
+    } else {
+      auto ids = (*encoder)->token_ids({c.at("text").get<std::string>()});
+      REQUIRE(ids.is_ok());
+      CHECK(ids->front() == expected);
+    }
+  }
+}
+
+TEST_CASE("TransformerEncoder pools normalised vectors and batching does not change them", "[model]") {
+  rapidqa::TransformerEncoderOptions options;
+  options.model_dir = kModels + "/bert-tiny";
+  options.max_batch_size = 3;  // forces several length buckets
+  auto encoder = rapidqa::TransformerEncoder::load(options);
+  REQUIRE(encoder.is_ok());
+  CHECK((*encoder)->dimension() == 32);
+  CHECK((*encoder)->layer_count() == 2);
+  CHECK_FALSE((*encoder)->wants_normalized_text());
+  const std::vector<std::string> texts = {"how do i reset my password", "如何重置密码", "where is my order",
+                                          "my order", "password", "我的订单在哪里 please reset it now"};
+  std::vector<float> together;
+  REQUIRE((*encoder)->encode(texts, together).is_ok());
+  REQUIRE(together.size() == texts.size() * 32);
+  for (std::size_t i = 0; i < texts.size(); ++i) {
+    std::vector<float> alone;
+    REQUIRE((*encoder)->encode({texts[i]}, alone).is_ok());
+    double diff = 0, norm = 0;
+    for (std::size_t d = 0; d < 32; ++d) {
+      diff = std::max(diff, static_cast<double>(std::abs(alone[d] - together[i * 32 + d])));
+      norm += static_cast<double>(alone[d]) * alone[d];
+    }
+    CHECK(diff < 1e-5);
+    CHECK(std::sqrt(norm) == Approx(1.0).epsilon(1e-5));
+  }
+  std::vector<float> out;
+  const auto bad = (*encoder)->encode({"fine", std::string("bad \xff")}, out);
+  CHECK(bad.code() == rapidqa::StatusCode::kInvalidArgument);
+  CHECK(bad.message().find("text 1") != std::string::npos);
+}
+
+TEST_CASE("Broken checkpoints are refused with the tensor named", "[model]") {
+  using rapidqa::model::load_transformer;
+  auto missing = load_transformer(broken_copy("missing", [](auto& t) { t.erase("encoder.layer.1.output.dense.weight"); }));
+  REQUIRE_FALSE(missing.is_ok());
+  CHECK(missing.status().message().find("'encoder.layer.1.output.dense.weight' is missing (expected shape [32, 64])") !=
+        std::string::npos);
+
+  auto shape = load_transformer(broken_copy("shape", [](auto& t) {
+    t["encoder.layer.0.attention.self.key.weight"] = at::zeros({32, 16});
+  }));
+  REQUIRE_FALSE(shape.is_ok());
+  CHECK(shape.status().message().find("'encoder.layer.0.attention.self.key.weight' has shape [32, 16], expected [32, 32]") !=
+        std::string::npos);
+
+  auto extra_layer = load_transformer(broken_copy("extra", [](auto& t) {
+    t["encoder.layer.2.output.dense.weight"] = at::zeros({32, 64});
+  }));
+  REQUIRE_FALSE(extra_layer.is_ok());
+  CHECK(extra_layer.status().message().find("more layers") != std::string::npos);
+
+  auto not_bert = load_transformer(broken_copy("foreign", [](auto& t) {
+    t["gpt.wte.weight"] = t.at("embeddings.word_embeddings.weight");
+    t.erase("embeddings.word_embeddings.weight");
+  }));
+  REQUIRE_FALSE(not_bert.is_ok());
+  CHECK(not_bert.status().message().find("embeddings.word_embeddings.weight") != std::string::npos);
+
+  CHECK(load_transformer("/no/such/model").status().code() == rapidqa::StatusCode::kNotFound);
+}
+
+TEST_CASE("Corrupt safetensors files and unsupported dtypes are named", "[model]") {
+  const fs::path dir = fs::temp_directory_path() / "rapidqa-safetensors";
+  fs::create_directories(dir);
+  // A truncated copy of a real checkpoint.
+  const fs::path truncated = dir / "truncated.safetensors";
+  {
+    std::ifstream in(kModels + "/bert-tiny/model.safetensors", std::ios::binary);
+    std::string bytes((std::istreambuf_iterator<char>(in)), {});
+    std::ofstream(truncated, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size() / 2));
+  }
+  auto t = rapidqa::model::SafetensorsFile::open(truncated.string());
+  REQUIRE_FALSE(t.is_ok());
+  CHECK(t.status().code() == rapidqa::StatusCode::kDataLoss);
+  CHECK(t.status().message().find("outside") != std::string::npos);
+
+  // An I8 tensor: readable header, dtype the runtime does not take.
+  const fs::path int8 = dir / "int8.safetensors";
+  {
+    const std::string header = R"({"w":{"dtype":"I8","shape":[2],"data_offsets":[0,2]}})";
+    std::string bytes(8, '\0');
+    bytes[0] = static_cast<char>(header.size());
+    bytes += header;
+    bytes += std::string("\x01\x02", 2);
+    std::ofstream(int8, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  }
+  auto f = rapidqa::model::SafetensorsFile::open(int8.string());
+  REQUIRE(f.is_ok());
+  const auto w = f->tensor("w");
+  CHECK(w.status().code() == rapidqa::StatusCode::kInvalidArgument);
+  CHECK(w.status().message().find("'w' has dtype I8") != std::string::npos);
+  CHECK(f->tensor("nope").status().code() == rapidqa::StatusCode::kNotFound);
+
+  const fs::path garbage = dir / "garbage.safetensors";
+  std::ofstream(garbage, std::ios::binary) << "\x10\0\0\0\0\0\0\0not json at all!";
+  CHECK(rapidqa::model::SafetensorsFile::open(garbage.string()).status().code() == rapidqa::StatusCode::kDataLoss);
+}
+
+TEST_CASE("Config mismatches and a missing vocabulary are refused", "[model]") {
+  const fs::path dir = fs::temp_directory_path() / "rapidqa-bad-config";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  fs::copy_file(kModels + "/bert-tiny/model.safetensors", dir / "model.safetensors");
+  std::ofstream(dir / "config.json") << R"({"model_type":"bert","vocab_size":200,"hidden_size":30,
+      "num_hidden_layers":2,"num_attention_heads":4,"intermediate_size":64})";
+  auto r = rapidqa::model::load_transformer(dir.string());
+  CHECK(r.status().message().find("not a multiple of the 4 attention heads") != std::string::npos);
+  std::ofstream(dir / "config.json") << R"({"model_type":"gpt2"})";
+  CHECK(rapidqa::model::load_transformer(dir.string()).status().message().find("gpt2") != std::string::npos);
+  fs::copy_file(kModels + "/bert-tiny/config.json", dir / "config.json", fs::copy_options::overwrite_existing);
+  rapidqa::TransformerEncoderOptions options;
+  options.model_dir = dir.string();
+  const auto no_vocab = rapidqa::TransformerEncoder::load(options);
+  CHECK(no_vocab.status().message().find("vocab.txt") != std::string::npos);
+}
+
+TEST_CASE("The extractive reader cuts the best span out of the passage", "[model][reader]") {
+  rapidqa::ExtractiveReaderOptions options;
+  options.model_dir = kModels + "/bert-tiny-qa";
+  auto reader = rapidqa::ExtractiveReader::load(options);
+  REQUIRE(reader.is_ok());
+  const std::string question = "Where is my order?";
+  const std::vector<std::string> passages = {"Your order shipped yesterday and will arrive soon.",
+                                             "订单在仓库里。 Your password reset link is valid."};
+  auto spans = (*reader)->read(question, passages, 5);
+  REQUIRE(spans.is_ok());
+  REQUIRE_FALSE(spans->empty());
+  float previous = spans->front().score;
+  for (const auto& s : *spans) {
+    CHECK(s.text == passages[s.passage].substr(s.begin, s.end - s.begin));
+    CHECK(s.score <= previous);
+    previous = s.score;
+  }
+  // The best span is the argmax of start + end logits over valid pairs,
+  // computed here from the model's own logits for passage 0 alone.
+  auto single = (*reader)->read(question, {passages[0]}, 1);
+  REQUIRE(single.is_ok());
+  REQUIRE(single->size() == 1);
+  auto model = rapidqa::model::load_transformer(options.model_dir);
+  auto tokenizer = rapidqa::text::WordPieceTokenizer::from_vocab_file(options.model_dir + "/vocab.txt");
+  const auto pair = tokenizer->encode_pair(question, passages[0], 384).value();
+  rapidqa::model::ModelInputs in;
+  const auto n = static_cast<std::int64_t>(pair.input_ids.size());
+  in.input_ids = at::tensor(std::vector<std::int64_t>(pair.input_ids.begin(), pair.input_ids.end())).view({1, n});
+  in.token_type_ids =
+      at::tensor(std::vector<std::int64_t>(pair.token_type_ids.begin(), pair.token_type_ids.end())).view({1, n});
+  in.attention_mask = at::ones({1, n}, at::kLong);
+  const at::Tensor logits = (*model)->qa_head->forward((*model)->forward(in));
+  float best = -1e30f;
+  std::size_t best_begin = 0, best_end = 0;
+  for (std::int64_t s = 0; s < n; ++s) {
+    for (std::int64_t e = s; e < n && e - s < 30; ++e) {
+      if (pair.sequence_ids[s] != 1 || pair.sequence_ids[e] != 1) continue;
+      const float score = logits[0][s][0].item<float>() + logits[0][e][1].item<float>();
+      if (score > best) {
+        best = score;
+        best_begin = pair.offsets[s].first;
+        best_end = pair.offsets[e].second;
+      }
+    }
+  }
+  CHECK(single->front().begin == best_begin);
+  CHECK(single->front().end == best_end);
+  CHECK(single->front().score == Approx(best).epsilon(1e-4));
+
+  rapidqa::ExtractiveReaderOptions no_head;
+  no_head.model_dir = kModels + "/bert-tiny";
+  CHECK(rapidqa::ExtractiveReader::load(no_head).status().message().find("qa_outputs") != std::string::npos);
+}
+
+TEST_CASE("The engine answers with a transformer encoder and a reader", "[model][engine]") {
+  rapidqa::TransformerEncoderOptions eo;
+  eo.model_dir = kModels + "/bert-tiny";
+  rapidqa::ExtractiveReaderOptions ro;
+  ro.model_dir = kModels + "/bert-tiny-qa";
+  rapidqa::EngineOptions options;
+  options.encoder = rapidqa::TransformerEncoder::load(eo).value();
+  options.reader = rapidqa::ExtractiveReader::load(ro).value();
+  options.min_answer_score = -1.0f;  // random weights: accept any match
+  auto engine = rapidqa::QAEngine::create(options);
+  REQUIRE(engine.is_ok());
+  rapidqa::KnowledgeEntry shipping{"ship", "where is my order", {}, "It ships in 2 days.",
+                                   "Your order shipped yesterday and will arrive soon.", {}, 0};
+  rapidqa::KnowledgeEntry password{"pw", "how do i reset my password", {}, "Use the reset link.", "", {}, 0};
+  REQUIRE((*engine)->load_entries({shipping, password}).is_ok());
+  // An exact phrasing retrieves its own entry even with random weights. The
+  // caches are bypassed: a random model maps every text close together, so
+  // the semantic tier would answer the second question from the first.
+  rapidqa::AskOptions fresh;
+  fresh.use_cache = false;
+  auto a = (*engine)->ask("where is my order", fresh);
+  REQUIRE(a.is_ok());
+  CHECK(a->entry_id() == "ship");
+  REQUIRE(a->extracted.has_value());
+  CHECK(a->extracted->entry_id == "ship");
+  CHECK(a->text == shipping.context.substr(a->extracted->begin, a->extracted->end - a->extracted->begin));
+  CHECK(a->timings[rapidqa::Stage::kInfer].count() > 0);
+  // An entry without context keeps its FAQ answer.
+  auto b = (*engine)->ask("how do i reset my password", fresh);
+  REQUIRE(b.is_ok());
+  CHECK(b->entry_id() == "pw");
+  CHECK(b->text == "Use the reset link.");
+  CHECK_FALSE(b->extracted.has_value());
+}
