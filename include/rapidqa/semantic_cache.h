@@ -26,7 +26,7 @@ struct SemanticCacheOptions {
   float similarity_threshold = 0.92f;           // cosine needed for a hit, in (0, 1]
   std::chrono::milliseconds ttl{60 * 60 * 1000};// expiry after insertion (1 h)
   std::size_t capacity = 100000;                // most entries; the oldest go first
-  std::size_t exact_index_limit = 20000;        // above this many vectors, search HNSW instead of flat
+  std::size_t exact_index_limit = 4096;         // above this many vectors, search HNSW instead of flat
   std::shared_ptr<Clock> clock;                 // time source; null = steady clock
 };
 

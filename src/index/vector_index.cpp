@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "index/simd_flat_index.h"
 #include "runtime/compute_threads.h"
 
 namespace rapidqa::index {
@@ -55,8 +56,11 @@ VectorIndex& VectorIndex::operator=(VectorIndex&&) noexcept = default;
 
 std::unique_ptr<faiss::Index> VectorIndex::make_index(bool approximate) const {
   const auto d = static_cast<faiss::Index::idx_t>(options_.dimension);
-  if (!approximate) return std::make_unique<faiss::IndexFlatIP>(d);
-  auto hnsw = std::make_unique<faiss::IndexHNSWFlat>(d, options_.hnsw_neighbors, faiss::METRIC_INNER_PRODUCT);
+  if (!approximate) return std::make_unique<SimdFlatIP>(d);
+  // HNSW over int8 storage with our AVX2 kernel (see the header comment).
+  auto hnsw = std::make_unique<faiss::IndexHNSW>(new Int8FlatIP(d), options_.hnsw_neighbors);
+  hnsw->own_fields = true;
+  hnsw->is_trained = true;
   hnsw->hnsw.efConstruction = options_.hnsw_build_breadth;
   hnsw->hnsw.efSearch = options_.hnsw_search_breadth;
   return hnsw;
@@ -67,6 +71,7 @@ void VectorIndex::upsert(std::int64_t label, const float* vector) {
   const auto row = static_cast<std::int64_t>(row_label_.size());
   row_label_.push_back(label);
   label_to_row_[label] = row;
+  vectors_.insert(vectors_.end(), vector, vector + options_.dimension);
   index_->add(1, vector);
   maybe_compact_or_grow();
 }
@@ -82,6 +87,7 @@ void VectorIndex::add_batch(const std::vector<std::int64_t>& labels, const float
     row_label_.push_back(labels[i]);
     label_to_row_[labels[i]] = first_row + static_cast<std::int64_t>(i);
   }
+  vectors_.insert(vectors_.end(), vectors, vectors + labels.size() * options_.dimension);
   index_->add(static_cast<faiss::Index::idx_t>(labels.size()), vectors);
   maybe_compact_or_grow();
 }
@@ -97,6 +103,7 @@ bool VectorIndex::remove(std::int64_t label) {
 }
 
 void VectorIndex::clear() {
+  vectors_.clear();
   row_label_.clear();
   label_to_row_.clear();
   tombstones_ = 0;
@@ -130,6 +137,7 @@ void VectorIndex::rebuild(bool approximate) {
   if (!live_labels.empty()) fresh->add(static_cast<faiss::Index::idx_t>(live_labels.size()), live_vectors.data());
   index_ = std::move(fresh);
   approximate_ = approximate;
+  vectors_ = std::move(live_vectors);
   row_label_ = std::move(live_labels);
   label_to_row_.clear();
   for (std::size_t row = 0; row < row_label_.size(); ++row) label_to_row_[row_label_[row]] = static_cast<std::int64_t>(row);
@@ -146,32 +154,42 @@ std::vector<std::vector<Neighbor>> VectorIndex::search_batch(const float* querie
   std::vector<std::vector<Neighbor>> results(n);
   if (n == 0 || k == 0 || label_to_row_.empty()) return results;
   k = std::min(k, label_to_row_.size());
-  std::vector<float> similarities(n * k);
-  std::vector<faiss::Index::idx_t> rows(n * k);
+  // The graph ranks by int8 scores: fetch a few more candidates than asked
+  // and let the exact scores decide the final order.
+  const std::size_t fetch = approximate_ ? std::min(label_to_row_.size(), std::max(2 * k, k + 16)) : k;
+  std::vector<float> similarities(n * fetch);
+  std::vector<faiss::Index::idx_t> rows(n * fetch);
   LiveRows live(row_label_);
   ScopedSearchThreads threads(n);
+  const auto nq = static_cast<faiss::Index::idx_t>(n);
+  const auto kq = static_cast<faiss::Index::idx_t>(fetch);
   if (approximate_) {
     faiss::SearchParametersHNSW params;
-    params.efSearch = std::max<int>(options_.hnsw_search_breadth, static_cast<int>(k));
+    params.efSearch = std::max<int>(options_.hnsw_search_breadth, static_cast<int>(fetch));
     if (tombstones_ > 0) params.sel = &live;
-    index_->search(static_cast<faiss::Index::idx_t>(n), queries, static_cast<faiss::Index::idx_t>(k), similarities.data(),
-                   rows.data(), &params);
+    index_->search(nq, queries, kq, similarities.data(), rows.data(), &params);
   } else {
     faiss::SearchParameters params;
     if (tombstones_ > 0) params.sel = &live;
-    index_->search(static_cast<faiss::Index::idx_t>(n), queries, static_cast<faiss::Index::idx_t>(k), similarities.data(),
-                   rows.data(), &params);
+    index_->search(nq, queries, kq, similarities.data(), rows.data(), &params);
   }
   for (std::size_t q = 0; q < n; ++q) {
     auto& out = results[q];
-    out.reserve(k);
-    for (std::size_t j = 0; j < k; ++j) {
-      const faiss::Index::idx_t row = rows[q * k + j];
+    out.reserve(fetch);
+    for (std::size_t j = 0; j < fetch; ++j) {
+      const faiss::Index::idx_t row = rows[q * fetch + j];
       if (row < 0 || static_cast<std::size_t>(row) >= row_label_.size()) continue;
       const std::int64_t label = row_label_[static_cast<std::size_t>(row)];
       if (label < 0) continue;
-      out.push_back({label, similarities[q * k + j]});
+      const float similarity = approximate_
+          ? inner_product(queries + q * options_.dimension, row_vector(row), options_.dimension)
+          : similarities[q * fetch + j];
+      out.push_back({label, similarity});
     }
+    if (approximate_) {
+      std::sort(out.begin(), out.end(), [](const Neighbor& a, const Neighbor& b) { return a.similarity > b.similarity; });
+    }
+    if (out.size() > k) out.resize(k);
   }
   return results;
 }
@@ -181,19 +199,18 @@ const float* VectorIndex::vector_of(std::int64_t label) const {
   return it == label_to_row_.end() ? nullptr : row_vector(it->second);
 }
 
-const float* VectorIndex::row_vector(std::int64_t row) const {
-  const faiss::IndexFlat* flat = approximate_
-      ? dynamic_cast<const faiss::IndexFlat*>(static_cast<const faiss::IndexHNSW&>(*index_).storage)
-      : static_cast<const faiss::IndexFlat*>(index_.get());
-  return flat->get_xb() + static_cast<std::size_t>(row) * options_.dimension;
-}
-
 std::size_t VectorIndex::memory_bytes() const {
   std::size_t bytes = row_label_.capacity() * sizeof(std::int64_t) +
-                      label_to_row_.size() * (sizeof(std::int64_t) * 2 + 16);
-  // FAISS's flat storage of every row, plus the graph links for HNSW.
-  bytes += row_label_.size() * options_.dimension * sizeof(float);
-  if (approximate_) bytes += row_label_.size() * static_cast<std::size_t>(options_.hnsw_neighbors) * 2 * sizeof(int);
+                      label_to_row_.size() * (sizeof(std::int64_t) * 2 + 16) + vectors_.capacity() * sizeof(float);
+  // FAISS's storage of every row (float, or int8 plus a scale under HNSW),
+  // plus the graph links.
+  const std::size_t rows = row_label_.size();
+  if (approximate_) {
+    bytes += rows * (options_.dimension + sizeof(float)) +
+             rows * static_cast<std::size_t>(options_.hnsw_neighbors) * 2 * sizeof(faiss::Index::idx_t);
+  } else {
+    bytes += rows * options_.dimension * sizeof(float);
+  }
   return bytes;
 }
 

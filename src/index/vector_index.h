@@ -2,7 +2,10 @@
 // int64 labels that can be removed and replaced. It wraps FAISS: an exact
 // flat index while small, an HNSW graph once it holds more than
 // exact_limit vectors (exact search over tens of thousands of vectors costs
-// milliseconds on a baseline x86-64 FAISS build; HNSW stays well under one).
+// milliseconds; HNSW stays under one). The graph walks int8 copies of the
+// vectors (a quarter of the memory traffic) and its candidates are
+// re-ranked with the exact float vectors, so returned similarities are
+// exact either way.
 // Removed vectors become tombstones that searches skip; the index is rebuilt
 // without them once they make up a quarter of it.
 //
@@ -68,11 +71,13 @@ class VectorIndex {
   void rebuild(bool approximate);
   void maybe_compact_or_grow();
   std::unique_ptr<faiss::Index> make_index(bool approximate) const;
-  // The vector FAISS stores for a row (flat storage of either index kind).
-  const float* row_vector(std::int64_t row) const;
+  const float* row_vector(std::int64_t row) const {
+    return vectors_.data() + static_cast<std::size_t>(row) * options_.dimension;
+  }
 
   VectorIndexOptions options_;
   std::unique_ptr<faiss::Index> index_;   // rows are labelled 0..rows-1
+  std::vector<float> vectors_;            // row-major float copy of every row (re-ranking, rebuilds)
   bool approximate_ = false;
   std::vector<std::int64_t> row_label_;   // row -> label, -1 for a tombstone
   std::unordered_map<std::int64_t, std::int64_t> label_to_row_;
