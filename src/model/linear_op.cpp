@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
+#include <c10/core/InferenceMode.h>
 #include <cblas.h>
 
 #include <algorithm>
@@ -33,21 +34,6 @@ void apply_activation_(at::Tensor& t, Activation activation) {
     case Activation::kRelu: at::relu_(t); return;
     case Activation::kTanh: at::tanh_(t); return;
   }
-}
-
-void parallel_sgemm_nt(std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::int64_t lda,
-                       const float* b, std::int64_t ldb, float* c, std::int64_t ldc) {
-  const std::int64_t parts = std::max<std::int64_t>(1, std::min<std::int64_t>(at::get_num_threads(),
-                                                                               (n + kColumnGrain - 1) / kColumnGrain));
-  at::parallel_for(0, parts, 1, [&](std::int64_t first, std::int64_t last) {
-    for (std::int64_t p = first; p < last; ++p) {
-      const auto [n0, n1] = block_range(n, parts, p);
-      if (n1 <= n0) continue;
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<blasint>(m), static_cast<blasint>(n1 - n0),
-                  static_cast<blasint>(k), 1.0f, a, static_cast<blasint>(lda), b + n0 * ldb, static_cast<blasint>(ldb),
-                  0.0f, c + n0, static_cast<blasint>(ldc));
-    }
-  });
 }
 
 DenseLinear::DenseLinear(at::Tensor weight, at::Tensor bias, Activation activation)
@@ -83,6 +69,9 @@ at::Tensor DenseLinear::forward(const at::Tensor& input) const {
       std::max<std::int64_t>(1, std::min<std::int64_t>(at::get_num_threads(), (n + kColumnGrain - 1) / kColumnGrain));
   const Activation act = activation_;
   at::parallel_for(0, parts, 1, [&](std::int64_t first, std::int64_t last) {
+    // Inference mode is per thread and the pool's threads do not inherit
+    // it; the activation below writes in place into an inference tensor.
+    c10::InferenceMode inference;
     for (std::int64_t p = first; p < last; ++p) {
       const auto [n0, n1] = block_range(n, parts, p);
       if (n1 <= n0) continue;

@@ -59,10 +59,4 @@ class DenseLinear final : public LinearOp {
 // Applies an activation in place on a float tensor.
 void apply_activation_(at::Tensor& t, Activation activation);
 
-// C[m, n] = A[m, k] * B[n, k]^T through single-threaded OpenBLAS, with the
-// n columns split across the intra-op threads; leading dimensions given in
-// elements (row-major).
-void parallel_sgemm_nt(std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::int64_t lda,
-                       const float* b, std::int64_t ldb, float* c, std::int64_t ldc);
-
 }  // namespace rapidqa::model

@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "common/guard.h"
+#include "model/onednn_linear.h"
 #include "model/safetensors_file.h"
 
 namespace rapidqa::model {
@@ -84,7 +85,7 @@ Result<std::unique_ptr<LinearOp>> dense(const TensorLookup& t, const std::string
                                         std::int64_t in, Activation act) {
   RAPIDQA_ASSIGN_OR_RETURN(weight, t.get(name + ".weight", {out, in}));
   RAPIDQA_ASSIGN_OR_RETURN(bias, t.get(name + ".bias", {out}));
-  return std::unique_ptr<LinearOp>(std::make_unique<DenseLinear>(weight, bias, act));
+  return make_fp32_linear(weight, bias, act);
 }
 
 Result<TransformerLayer> build_layer(const TensorLookup& t, const TransformerConfig& c, std::int64_t index) {
@@ -102,7 +103,7 @@ Result<TransformerLayer> build_layer(const TensorLookup& t, const TransformerCon
   RAPIDQA_ASSIGN_OR_RETURN(kb, t.get(p + n.key + ".bias", {h}));
   RAPIDQA_ASSIGN_OR_RETURN(vw, t.get(p + n.value + ".weight", {h, h}));
   RAPIDQA_ASSIGN_OR_RETURN(vb, t.get(p + n.value + ".bias", {h}));
-  layer.qkv = std::make_unique<DenseLinear>(at::cat({qw, kw, vw}, 0), at::cat({qb, kb, vb}, 0));
+  layer.qkv = make_fp32_linear(at::cat({qw, kw, vw}, 0), at::cat({qb, kb, vb}, 0), Activation::kNone);
   auto attention_output = dense(t, p + n.attention_output, h, h, Activation::kNone);
   if (!attention_output) return attention_output.status();
   layer.attention_output = std::move(attention_output).value();
