@@ -1,0 +1,184 @@
+// The transformer runtime at BERT-base and MiniLM-L6 shapes with random
+// weights: latency, sequences per second and achieved GFLOP/s, next to this
+// machine's sgemm peak measured in the same run (BM_SgemmPeak), and the FP32
+// product itself through each backend for each shape (BM_LinearBackend).
+// benchmarks/compare_pytorch.py runs these side by side with PyTorch eager.
+#include <ATen/ATen.h>
+#include <benchmark/benchmark.h>
+#include <cblas.h>
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include <map>
+#include <memory>
+
+#include "model/linear_op.h"
+#include "model/transformer_model.h"
+#include "rapidqa/compute_runtime.h"
+
+extern "C" void openblas_set_num_threads(int num_threads);
+
+namespace {
+
+using rapidqa::model::TransformerConfig;
+using rapidqa::model::TransformerModel;
+
+struct Shape {
+  const char* name;
+  std::int64_t layers, hidden, heads, intermediate;
+};
+constexpr Shape kShapes[] = {{"bert-base", 12, 768, 12, 3072}, {"minilm-l6", 6, 384, 12, 1536}};
+
+// Random weights with Hugging Face names, built once per shape.
+std::shared_ptr<TransformerModel> model_for(int shape_index) {
+  static std::map<int, std::shared_ptr<TransformerModel>> cache;
+  auto& slot = cache[shape_index];
+  if (slot) return slot;
+  const Shape& s = kShapes[shape_index];
+  TransformerConfig c;
+  c.vocab_size = 30522;
+  c.hidden_size = s.hidden;
+  c.num_layers = s.layers;
+  c.num_heads = s.heads;
+  c.intermediate_size = s.intermediate;
+  c.max_position_embeddings = 512;
+  at::manual_seed(0);
+  std::map<std::string, at::Tensor> t;
+  auto normal = [](std::vector<std::int64_t> shape) { return at::randn(shape) * 0.02; };
+  t["embeddings.word_embeddings.weight"] = normal({c.vocab_size, c.hidden_size});
+  t["embeddings.position_embeddings.weight"] = normal({512, c.hidden_size});
+  t["embeddings.token_type_embeddings.weight"] = normal({2, c.hidden_size});
+  t["embeddings.LayerNorm.weight"] = at::ones({c.hidden_size});
+  t["embeddings.LayerNorm.bias"] = at::zeros({c.hidden_size});
+  for (std::int64_t i = 0; i < c.num_layers; ++i) {
+    const std::string p = "encoder.layer." + std::to_string(i) + ".";
+    for (const char* n : {"attention.self.query", "attention.self.key", "attention.self.value", "attention.output.dense"}) {
+      t[p + n + ".weight"] = normal({c.hidden_size, c.hidden_size});
+      t[p + n + ".bias"] = normal({c.hidden_size});
+    }
+    t[p + "intermediate.dense.weight"] = normal({c.intermediate_size, c.hidden_size});
+    t[p + "intermediate.dense.bias"] = normal({c.intermediate_size});
+    t[p + "output.dense.weight"] = normal({c.hidden_size, c.intermediate_size});
+    t[p + "output.dense.bias"] = normal({c.hidden_size});
+    for (const char* n : {"attention.output.LayerNorm", "output.LayerNorm"}) {
+      t[p + n + ".weight"] = at::ones({c.hidden_size});
+      t[p + n + ".bias"] = at::zeros({c.hidden_size});
+    }
+  }
+  slot = rapidqa::model::build_transformer(c, t, s.name).value();
+  return slot;
+}
+
+// Multiply-adds of one forward pass, counted as 2 FLOPs each: the four
+// hidden-sized products, the two FFN products, and the two attention
+// products per head.
+double forward_flops(const Shape& s, std::int64_t batch, std::int64_t seq) {
+  const double rows = static_cast<double>(batch * seq);
+  const double h = static_cast<double>(s.hidden), i = static_cast<double>(s.intermediate);
+  const double per_layer = 2.0 * rows * (4 * h * h + 2 * h * i) + 2.0 * 2.0 * static_cast<double>(batch) * seq * seq * h;
+  return per_layer * static_cast<double>(s.layers);
+}
+
+void configure_threads(int threads) {
+  rapidqa::ComputeThreads t;
+  t.intra_op = threads;
+  (void)rapidqa::configure_compute_threads(t);
+}
+
+void BM_TransformerForward(benchmark::State& state) {
+  const int shape_index = static_cast<int>(state.range(0));
+  const std::int64_t batch = state.range(1), seq = state.range(2);
+  configure_threads(static_cast<int>(state.range(3)));
+  const Shape& shape = kShapes[shape_index];
+  auto model = model_for(shape_index);
+  rapidqa::model::ModelInputs in;
+  in.input_ids = at::randint(1000, 29000, {batch, seq}, at::kLong);
+  in.attention_mask = at::ones({batch, seq}, at::kLong);
+  in.token_type_ids = at::zeros({batch, seq}, at::kLong);
+  for (int i = 0; i < 2; ++i) benchmark::DoNotOptimize(model->forward(in));  // warm-up
+  for (auto _ : state) benchmark::DoNotOptimize(model->forward(in));
+  const double flops = forward_flops(shape, batch, seq);
+  state.SetLabel(shape.name);
+  state.counters["seq_per_s"] = benchmark::Counter(static_cast<double>(batch), benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["GFLOPs"] = benchmark::Counter(flops / 1e9, benchmark::Counter::kIsIterationInvariantRate);
+}
+
+// args: shape, batch, seq, threads
+BENCHMARK(BM_TransformerForward)
+    ->ArgNames({"shape", "batch", "seq", "threads"})
+    ->ArgsProduct({{0, 1}, {1, 8, 32}, {32, 128}, {2}})
+    ->Unit(benchmark::kMillisecond)
+    ->MinTime(2.0)
+    ->UseRealTime();
+
+// The largest FP32 matrix-product rate this machine reaches on a
+// BERT-sized product (1024 x 768 by 768 x 3072), through each backend
+// BM_LinearBackend measures; the best is the peak the model runtime is
+// compared against.
+void BM_SgemmPeak(benchmark::State& state);
+
+// One FP32 linear layer (768 -> 3072, the FFN's first product) at each
+// row count through three backends: our split over single-threaded
+// OpenBLAS, OpenBLAS's own threading, and oneDNN's f32 matmul with weights
+// reordered once into its preferred layout.
+void BM_LinearBackend(benchmark::State& state) {
+  const std::int64_t m = state.range(0), k = 768, n = 3072;
+  const int backend = static_cast<int>(state.range(1));
+  configure_threads(2);
+  at::Tensor x = at::randn({m, k}), w = at::randn({n, k}), bias = at::randn({n});
+  if (backend == 0) {
+    rapidqa::model::DenseLinear linear(w, bias);
+    for (auto _ : state) benchmark::DoNotOptimize(linear.forward(x));
+    state.SetLabel("rapidqa split OpenBLAS");
+  } else if (backend == 1) {
+    openblas_set_num_threads(2);
+    at::Tensor out = at::empty({m, n});
+    for (auto _ : state) {
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<blasint>(m), static_cast<blasint>(n),
+                  static_cast<blasint>(k), 1.0f, x.data_ptr<float>(), static_cast<blasint>(k), w.data_ptr<float>(),
+                  static_cast<blasint>(k), 0.0f, out.data_ptr<float>(), static_cast<blasint>(n));
+      out.add_(bias);
+      benchmark::ClobberMemory();
+    }
+    openblas_set_num_threads(1);
+    state.SetLabel("OpenBLAS threading");
+  } else {
+    using namespace dnnl;
+    engine eng(engine::kind::cpu, 0);
+    stream strm(eng);
+    const memory::desc src_md({m, k}, memory::data_type::f32, memory::format_tag::ab);
+    const memory::desc wei_any({k, n}, memory::data_type::f32, memory::format_tag::any);
+    const memory::desc bias_md({1, n}, memory::data_type::f32, memory::format_tag::ab);
+    const memory::desc dst_md({m, n}, memory::data_type::f32, memory::format_tag::ab);
+    const matmul::primitive_desc pd(matmul::desc(src_md, wei_any, bias_md, dst_md), eng);  // oneDNN 2.x API
+    // Weights are [n, k] row-major, i.e. [k, n] with format "ba".
+    memory user_w({{k, n}, memory::data_type::f32, memory::format_tag::ba}, eng, w.data_ptr<float>());
+    memory wei(pd.weights_desc(), eng);
+    reorder(user_w, wei).execute(strm, user_w, wei);
+    at::Tensor out = at::empty({m, n});
+    memory src(src_md, eng, x.data_ptr<float>()), b(bias_md, eng, bias.data_ptr<float>()),
+        dst(dst_md, eng, out.data_ptr<float>());
+    const matmul prim(pd);
+    for (auto _ : state) {
+      prim.execute(strm, {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, wei}, {DNNL_ARG_BIAS, b}, {DNNL_ARG_DST, dst}});
+      strm.wait();
+    }
+    // Check the product once, so a mis-set primitive cannot report speed
+    // for work it did not do.
+    const at::Tensor expected = at::addmm(bias, x, w.t());
+    if (!at::allclose(out, expected, 1e-3, 1e-3)) state.SkipWithError("oneDNN result differs from the reference");
+    state.SetLabel("oneDNN f32 matmul");
+  }
+  state.counters["GFLOPs"] =
+      benchmark::Counter(2.0 * static_cast<double>(m * n * k) / 1e9, benchmark::Counter::kIsIterationInvariantRate);
+}
+void BM_SgemmPeak(benchmark::State& state) { BM_LinearBackend(state); }
+
+BENCHMARK(BM_SgemmPeak)->ArgNames({"rows", "backend"})->ArgsProduct({{1024, 2048}, {0, 1, 2}})->Unit(benchmark::kMillisecond)->UseRealTime();
+
+BENCHMARK(BM_LinearBackend)
+    ->ArgNames({"rows", "backend"})
+    ->ArgsProduct({{1, 8, 32, 128, 512, 1024}, {0, 1, 2}})
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
+
+}  // namespace
