@@ -56,6 +56,31 @@ __attribute__((target("avx2,fma"))) float inner_product_int8_avx2(const float* q
   return result;
 }
 
+// Integer dot product of two int8 codes (graph construction compares stored
+// vectors with each other).
+__attribute__((target("avx2,fma"))) std::int32_t dot_int8_int8_avx2(const std::int8_t* a, const std::int8_t* b,
+                                                                    std::size_t d) {
+  __m256i acc = _mm256_setzero_si256();
+  std::size_t i = 0;
+  for (; i + 16 <= d; i += 16) {
+    const __m256i va = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a + i)));
+    const __m256i vb = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + i)));
+    acc = _mm256_add_epi32(acc, _mm256_madd_epi16(va, vb));
+  }
+  __m128i sum = _mm_add_epi32(_mm256_castsi256_si128(acc), _mm256_extracti128_si256(acc, 1));
+  sum = _mm_hadd_epi32(sum, sum);
+  sum = _mm_hadd_epi32(sum, sum);
+  std::int32_t result = _mm_cvtsi128_si32(sum);
+  for (; i < d; ++i) result += static_cast<std::int32_t>(a[i]) * b[i];
+  return result;
+}
+
+std::int32_t dot_int8_int8_portable(const std::int8_t* a, const std::int8_t* b, std::size_t d) {
+  std::int32_t result = 0;
+  for (std::size_t i = 0; i < d; ++i) result += static_cast<std::int32_t>(a[i]) * b[i];
+  return result;
+}
+
 float inner_product_int8_portable(const float* q, const std::int8_t* c, std::size_t d) {
   float result = 0;
   for (std::size_t i = 0; i < d; ++i) result += q[i] * static_cast<float>(c[i]);
@@ -64,6 +89,7 @@ float inner_product_int8_portable(const float* q, const std::int8_t* c, std::siz
 
 using Kernel = float (*)(const float*, const float*, std::size_t);
 using Int8Kernel = float (*)(const float*, const std::int8_t*, std::size_t);
+using CodeKernel = std::int32_t (*)(const std::int8_t*, const std::int8_t*, std::size_t);
 
 bool has_avx2_fma() {
   __builtin_cpu_init();
@@ -72,6 +98,7 @@ bool has_avx2_fma() {
 
 const Kernel kKernel = has_avx2_fma() ? inner_product_avx2 : inner_product_portable;
 const Int8Kernel kInt8Kernel = has_avx2_fma() ? inner_product_int8_avx2 : inner_product_int8_portable;
+const CodeKernel kCodeKernel = has_avx2_fma() ? dot_int8_int8_avx2 : dot_int8_int8_portable;
 
 // Code layout: d int8 values, then the float scale.
 float int8_code_dot(const float* q, const std::uint8_t* code, std::size_t d) {
@@ -82,19 +109,19 @@ float int8_code_dot(const float* q, const std::uint8_t* code, std::size_t d) {
 
 struct Int8IPComputer final : faiss::FlatCodesDistanceComputer {
   Int8IPComputer(const std::uint8_t* codes, std::size_t d)
-      : faiss::FlatCodesDistanceComputer(codes, d + sizeof(float)), d(d), decoded(d) {}
+      : faiss::FlatCodesDistanceComputer(codes, d + sizeof(float)), d(d) {}
   void set_query(const float* x) override { query = x; }
   float distance_to_code(const std::uint8_t* code) override { return int8_code_dot(query, code, d); }
   float symmetric_dis(idx_t i, idx_t j) override {
-    // Only graph construction asks for this; decode one side.
     const std::uint8_t* ci = codes + i * code_size;
-    float scale;
-    std::memcpy(&scale, ci + d, sizeof scale);
-    for (std::size_t t = 0; t < d; ++t) decoded[t] = scale * static_cast<float>(reinterpret_cast<const std::int8_t*>(ci)[t]);
-    return int8_code_dot(decoded.data(), codes + j * code_size, d);
+    const std::uint8_t* cj = codes + j * code_size;
+    float si, sj;
+    std::memcpy(&si, ci + d, sizeof si);
+    std::memcpy(&sj, cj + d, sizeof sj);
+    return si * sj *
+           static_cast<float>(kCodeKernel(reinterpret_cast<const std::int8_t*>(ci), reinterpret_cast<const std::int8_t*>(cj), d));
   }
   std::size_t d;
-  std::vector<float> decoded;
   const float* query = nullptr;
 };
 

@@ -36,6 +36,20 @@ void apply_activation_(at::Tensor& t, Activation activation) {
   }
 }
 
+LinearIo prepare_linear_io(const at::Tensor& input, std::int64_t in_features, std::int64_t out_features) {
+  if (input.dim() == 0 || input.size(-1) != in_features) {
+    throw std::invalid_argument("linear layer: input has " + std::to_string(input.dim() ? input.size(-1) : 0) +
+                                " features, the weight expects " + std::to_string(in_features));
+  }
+  LinearIo io;
+  io.input = input.contiguous();
+  io.rows = io.input.numel() / in_features;
+  auto out_sizes = io.input.sizes().vec();
+  out_sizes.back() = out_features;
+  io.output = at::empty(out_sizes, io.input.options());
+  return io;
+}
+
 DenseLinear::DenseLinear(at::Tensor weight, at::Tensor bias, Activation activation)
     : weight_(weight.to(at::kFloat).contiguous()), activation_(activation) {
   if (weight_.dim() != 2) throw std::invalid_argument("DenseLinear: weight must be 2-D");
@@ -54,12 +68,10 @@ std::size_t DenseLinear::weight_bytes() const {
 at::Tensor DenseLinear::forward(const at::Tensor& input) const {
   const std::int64_t k = weight_.size(1);
   const std::int64_t n = weight_.size(0);
-  if (input.size(-1) != k) throw std::invalid_argument("DenseLinear: input features do not match the weight");
-  at::Tensor x = input.contiguous();
-  const std::int64_t m = x.numel() / k;
-  auto out_sizes = x.sizes().vec();
-  out_sizes.back() = n;
-  at::Tensor out = at::empty(out_sizes, x.options());
+  LinearIo io = prepare_linear_io(input, k, n);
+  const at::Tensor& x = io.input;
+  at::Tensor& out = io.output;
+  const std::int64_t m = io.rows;
   if (m == 0) return out;
   const float* a = x.data_ptr<float>();
   const float* w = weight_.data_ptr<float>();

@@ -56,6 +56,16 @@ class DenseLinear final : public LinearOp {
   Activation activation_;
 };
 
+// The contiguous input and a fresh output of a linear layer: input
+// [..., in_features] -> output [..., out_features], and the row count.
+// Throws std::invalid_argument when the input width is not in_features.
+struct LinearIo {
+  at::Tensor input;
+  at::Tensor output;
+  std::int64_t rows = 0;
+};
+LinearIo prepare_linear_io(const at::Tensor& input, std::int64_t in_features, std::int64_t out_features);
+
 // Applies an activation in place on a float tensor.
 void apply_activation_(at::Tensor& t, Activation activation);
 

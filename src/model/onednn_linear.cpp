@@ -77,12 +77,10 @@ std::size_t OneDnnLinear::weight_bytes() const { return impl_->weight_bytes; }
 
 at::Tensor OneDnnLinear::forward(const at::Tensor& input) const {
   using namespace dnnl;
-  if (input.size(-1) != in_) throw std::invalid_argument("OneDnnLinear: input features do not match the weight");
-  at::Tensor x = input.contiguous();
-  const std::int64_t rows = x.numel() / in_;
-  auto out_sizes = x.sizes().vec();
-  out_sizes.back() = out_;
-  at::Tensor out = at::empty(out_sizes, x.options());
+  LinearIo io = prepare_linear_io(input, in_, out_);
+  const at::Tensor& x = io.input;
+  at::Tensor& out = io.output;
+  const std::int64_t rows = io.rows;
   if (rows == 0) return out;
   memory src({{rows, in_}, memory::data_type::f32, memory::format_tag::ab}, cpu_engine(), x.data_ptr<float>());
   memory dst({{rows, out_}, memory::data_type::f32, memory::format_tag::ab}, cpu_engine(), out.data_ptr<float>());
