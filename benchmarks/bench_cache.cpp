@@ -61,7 +61,7 @@ const FilledSemanticCache& semantic_cache_with(std::size_t size) {
     options.dimension = kDimension;
     slot.cache = rapidqa::SemanticCache::create(options).value();
     slot.vectors = rapidqa::bench::random_unit_vectors(size, kDimension, 0x5eca + size);
-    for (std::size_t i = 0; i < size; ++i) slot.cache->insert(slot.vectors.data() + i * kDimension, typical_answer(i));
+    for (std::size_t i = 0; i < size; ++i) slot.cache->insert(slot.vectors.data() + i * kDimension, "how do i reset my password", typical_answer(i));
   }
   return slot;
 }
@@ -71,7 +71,7 @@ void BM_SemanticCacheLookupHit(benchmark::State& state) {
   const auto& filled = semantic_cache_with(size);
   std::size_t i = 0;
   for (auto _ : state) {
-    auto found = filled.cache->lookup(filled.vectors.data() + ((i++ * 157) % size) * kDimension);
+    auto found = filled.cache->lookup(filled.vectors.data() + ((i++ * 157) % size) * kDimension, "how do i reset my password");
     if (!found.answer) {
       state.SkipWithError("semantic cache missed a vector it holds");
       break;
@@ -88,7 +88,7 @@ void BM_SemanticCacheLookupMiss(benchmark::State& state) {
   const auto queries = rapidqa::bench::random_unit_vectors(256, kDimension, 0xa11ce);
   std::size_t i = 0;
   for (auto _ : state) {
-    auto found = filled.cache->lookup(queries.data() + (i++ % 256) * kDimension);
+    auto found = filled.cache->lookup(queries.data() + (i++ % 256) * kDimension, "how do i reset my password");
     if (found.answer) {
       state.SkipWithError("a random query hit the semantic cache");
       break;

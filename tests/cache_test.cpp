@@ -1,9 +1,12 @@
 #include <catch2/catch.hpp>
 
+#include <atomic>
 #include <cmath>
 #include <memory>
+#include <thread>
 
 #include "rapidqa/result_cache.h"
+#include "cache/near_miss_guard.h"
 #include "rapidqa/semantic_cache.h"
 
 using namespace std::chrono_literals;
@@ -86,16 +89,16 @@ TEST_CASE("Semantic cache hits above the threshold and reports the nearest simil
   auto cache = rapidqa::SemanticCache::create(options);
   REQUIRE(cache.is_ok());
   const auto stored = unit({1, 0, 0, 0});
-  (*cache)->insert(stored.data(), answer_for("e1", "A"));
+  (*cache)->insert(stored.data(), "q", answer_for("e1", "A"));
 
   const auto close = unit({1, 0.2f, 0, 0});  // cosine ~0.98
-  auto hit = (*cache)->lookup(close.data());
+  auto hit = (*cache)->lookup(close.data(), "q");
   REQUIRE(hit.answer.has_value());
   CHECK(hit.answer->text == "A");
   CHECK(hit.nearest_similarity == Approx(0.98).epsilon(0.01));
 
   const auto far = unit({1, 1, 0, 0});  // cosine ~0.71
-  auto miss = (*cache)->lookup(far.data());
+  auto miss = (*cache)->lookup(far.data(), "q");
   CHECK_FALSE(miss.answer.has_value());
   CHECK(miss.nearest_similarity == Approx(0.707).epsilon(0.01));
 }
@@ -110,14 +113,14 @@ TEST_CASE("Semantic cache expires by TTL and drops invalidated entries", "[cache
   REQUIRE(cache.is_ok());
   const auto a = unit({1, 0, 0, 0});
   const auto b = unit({0, 1, 0, 0});
-  (*cache)->insert(a.data(), answer_for("e1", "A"));
-  (*cache)->insert(b.data(), answer_for("e2", "B"));
+  (*cache)->insert(a.data(), "q", answer_for("e1", "A"));
+  (*cache)->insert(b.data(), "q", answer_for("e2", "B"));
   CHECK((*cache)->invalidate_entry("e2") == 1);
-  CHECK_FALSE((*cache)->lookup(b.data()).answer);
+  CHECK_FALSE((*cache)->lookup(b.data(), "q").answer);
   clock->advance(59min);
-  CHECK((*cache)->lookup(a.data()).answer);
+  CHECK((*cache)->lookup(a.data(), "q").answer);
   clock->advance(1min);
-  const auto expired = (*cache)->lookup(a.data());
+  const auto expired = (*cache)->lookup(a.data(), "q");
   CHECK_FALSE(expired.answer);
   CHECK(expired.nearest_similarity == -1.0f);  // nothing live left
 }
@@ -129,12 +132,12 @@ TEST_CASE("Semantic cache stays within capacity - oldest out first", "[cache][se
   auto cache = rapidqa::SemanticCache::create(options);
   REQUIRE(cache.is_ok());
   const auto a = unit({1, 0, 0, 0}), b = unit({0, 1, 0, 0}), c = unit({0, 0, 1, 0});
-  (*cache)->insert(a.data(), answer_for("e", "A"));
-  (*cache)->insert(b.data(), answer_for("e", "B"));
-  (*cache)->insert(c.data(), answer_for("e", "C"));
-  CHECK_FALSE((*cache)->lookup(a.data()).answer);
-  CHECK((*cache)->lookup(b.data()).answer);
-  CHECK((*cache)->lookup(c.data()).answer);
+  (*cache)->insert(a.data(), "q", answer_for("e", "A"));
+  (*cache)->insert(b.data(), "q", answer_for("e", "B"));
+  (*cache)->insert(c.data(), "q", answer_for("e", "C"));
+  CHECK_FALSE((*cache)->lookup(a.data(), "q").answer);
+  CHECK((*cache)->lookup(b.data(), "q").answer);
+  CHECK((*cache)->lookup(c.data(), "q").answer);
   CHECK((*cache)->stats().evictions == 1);
   CHECK((*cache)->stats().size == 2);
 }
@@ -148,4 +151,80 @@ TEST_CASE("Semantic cache refuses bad options", "[cache][semantic]") {
   const auto r = rapidqa::SemanticCache::create(options);
   CHECK(r.status().code() == rapidqa::StatusCode::kInvalidArgument);
   CHECK(r.status().message().find("similarity_threshold") != std::string::npos);
+}
+
+TEST_CASE("The near-miss guard refuses opposite questions and passes paraphrases", "[cache][semantic][guard]") {
+  const rapidqa::cache::NearMissGuard guard;
+  CHECK(guard.conflict("how do i open an account", "how do i close an account") == "open/close");
+  CHECK(guard.conflict("如何开户", "如何销户") == "开户/销户");
+  CHECK(guard.conflict("为什么不能登录", "为什么能登录") == "negation");
+  CHECK(guard.conflict("why cant i log in", "why can i log in") == "negation");
+  CHECK(guard.conflict("how do i increase my card limit", "how do i lower my card limit") == "increase/decrease");
+  CHECK(guard.conflict("transfer 100 dollars", "transfer 1000 dollars") == "number");
+  CHECK(guard.conflict("how do i freeze my card", "how do i unfreeze my card") == "activate/deactivate");
+  CHECK(guard.conflict("how do i open an account", "how can i open a new account") == "");
+  CHECK(guard.conflict("如何重置密码", "忘记密码怎么重置") == "");
+  CHECK(guard.conflict("why cant i log in", "i cannot log in") == "");
+}
+
+TEST_CASE("Semantic cache refuses a near miss above the threshold but serves a paraphrase", "[cache][semantic][guard]") {
+  rapidqa::SemanticCacheOptions options;
+  options.dimension = 4;
+  options.similarity_threshold = 0.9f;
+  auto cache = rapidqa::SemanticCache::create(options);
+  REQUIRE(cache.is_ok());
+  const auto open = unit({1, 0.1f, 0, 0});
+  (*cache)->insert(open.data(), "how do i open an account", answer_for("open", "Open online."));
+  const auto close = unit({1, 0.12f, 0, 0});  // nearly the same vector
+  const auto refused = (*cache)->lookup(close.data(), "how do i close an account");
+  CHECK_FALSE(refused.answer);
+  CHECK(refused.refused_reason == "open/close");
+  CHECK(refused.nearest_similarity > 0.99f);
+  const auto paraphrase = (*cache)->lookup(close.data(), "how can i open a new account");
+  REQUIRE(paraphrase.answer);
+  CHECK(paraphrase.answer->text == "Open online.");
+  CHECK((*cache)->stats().near_miss_refusals == 1);
+  rapidqa::SemanticQuery strict;
+  strict.similarity_threshold = 0.999999f;
+  CHECK_FALSE((*cache)->lookup(close.data(), "how can i open a new account", strict).answer);
+}
+
+TEST_CASE("Semantic cache namespaces never answer for each other - even under concurrent writes",
+          "[cache][semantic][tenant]") {
+  rapidqa::SemanticCacheOptions options;
+  options.dimension = 8;
+  options.similarity_threshold = 0.5f;
+  auto created = rapidqa::SemanticCache::create(options);
+  REQUIRE(created.is_ok());
+  rapidqa::SemanticCache& cache = **created;
+  const auto v = unit({1, 1, 0, 0, 0, 0, 0, 0});
+  std::atomic<bool> stop{false};
+  std::atomic<int> leaks{0}, hits{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    const std::string tenant = "tenant-" + std::to_string(t);
+    threads.emplace_back([&, tenant] {  // writer: the same question, its own answer
+      for (int i = 0; i < 300; ++i) cache.insert(v.data(), "q", answer_for("e", tenant), tenant);
+    });
+    threads.emplace_back([&, tenant] {  // reader: must only ever see its own answer
+      rapidqa::SemanticQuery query;
+      query.tenant = tenant;
+      while (!stop.load()) {
+        const auto found = cache.lookup(v.data(), "q", query);
+        if (found.answer) {
+          ++hits;
+          if (found.answer->text != tenant) ++leaks;
+        }
+      }
+    });
+  }
+  for (std::size_t i = 0; i < threads.size(); i += 2) threads[i].join();
+  stop = true;
+  for (std::size_t i = 1; i < threads.size(); i += 2) threads[i].join();
+  CHECK(leaks.load() == 0);
+  CHECK(hits.load() > 0);
+  rapidqa::SemanticQuery other;
+  other.tenant = "nobody";
+  CHECK_FALSE(cache.lookup(v.data(), "q", other).answer);
+  CHECK(cache.lookup(v.data(), "q", other).nearest_similarity == -1.0f);
 }

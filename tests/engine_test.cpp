@@ -289,3 +289,30 @@ TEST_CASE("Eight threads asking while an entry is updated see consistent - never
   CHECK(engine->ask("what is the current live version")->text == "version 200");
   CHECK(engine->entry("live")->version == 201);
 }
+
+TEST_CASE("A near miss is not answered from the semantic cache even with a loose threshold", "[engine][guard]") {
+  auto engine = faq_engine();
+  REQUIRE(engine->ask("How do I open a bank account?")->entry_id() == "bank-en-open-account");
+  AskOptions loose;
+  loose.semantic_threshold = 0.3f;  // close enough as vectors: only the guard stands between
+  const auto close = engine->ask("How do I close my bank account?", loose);
+  REQUIRE(close.is_ok());
+  CHECK(close->tier == AnswerTier::kKnowledge);
+  CHECK(close->entry_id() == "bank-en-close-account");
+  CHECK(close->near_miss_reason == "open/close");
+  CHECK(close->nearest_cached_similarity > 0.3f);
+  AskOptions bad;
+  bad.semantic_threshold = 1.5f;
+  CHECK(engine->ask("anything", bad).status().code() == StatusCode::kInvalidArgument);
+}
+
+TEST_CASE("Tenants never share cached answers", "[engine][tenant]") {
+  auto engine = faq_engine();
+  AskOptions a, b;
+  a.tenant = "shop-a";
+  b.tenant = "shop-b";
+  REQUIRE(engine->ask("How do I reset my password?", a)->tier == AnswerTier::kKnowledge);
+  CHECK(engine->ask("How do I reset my password?", a)->tier == AnswerTier::kResultCache);
+  CHECK(engine->ask("How do I reset my password?", b)->tier == AnswerTier::kKnowledge);
+  CHECK(engine->ask("How do I reset my password?")->tier == AnswerTier::kKnowledge);
+}

@@ -71,6 +71,11 @@ struct Answer {
   std::string degraded_reason;     // why, when degraded; empty otherwise
   StageTimings timings;            // this request's per-stage latency
   std::optional<ExtractedSpan> extracted;  // set when a reader produced the text
+  // Cosine of the nearest question in the semantic cache when it was looked
+  // up (-1: not looked up, or nothing cached), to watch and tune the
+  // threshold; and why a close question was refused as a near miss.
+  float nearest_cached_similarity = -1;
+  std::string near_miss_reason;
 
   // The best entry's id, or "" when nothing matched.
   const std::string& entry_id() const {

@@ -70,7 +70,9 @@ struct EngineOptions {
 };
 
 struct AskOptions {
+  std::string tenant;                      // cache namespace; answers are never shared between tenants
   bool use_cache = true;                   // false: skip both cache tiers (no lookup, no fill)
+  std::optional<float> semantic_threshold; // override SemanticCacheOptions::similarity_threshold
   std::optional<std::size_t> top_k;        // override EngineOptions::top_k
   std::optional<float> min_answer_score;   // override EngineOptions::min_answer_score
 };

@@ -1,7 +1,13 @@
 // SemanticCache: the similar-question tier. Holds the vectors of recently
 // answered questions in a FAISS index; a new question whose vector is close
 // enough (cosine similarity at or above the threshold) to a cached one gets
-// that answer without retrieval or inference.
+// that answer without retrieval or inference, unless the two questions ask
+// opposite things (a negation, an opposite key term such as open/close or
+// 开户/销户, a different number): that near miss is refused.
+//
+// Every entry and lookup belongs to a namespace (a tenant); each namespace
+// has its own index, so a lookup can never return another namespace's
+// answer.
 //
 // Thread safety: thread-safe. Lookups share a reader lock; inserts and
 // invalidations take the writer lock.
@@ -30,9 +36,16 @@ struct SemanticCacheOptions {
   std::shared_ptr<Clock> clock;                 // time source; null = steady clock
 };
 
+// Per-lookup settings.
+struct SemanticQuery {
+  std::string tenant;                        // namespace; "" is the default one
+  std::optional<float> similarity_threshold; // overrides the cache's threshold for this lookup
+};
+
 struct SemanticLookup {
   std::optional<Answer> answer;   // set on a hit
-  float nearest_similarity = -1;  // best similarity seen, hit or not (-1: cache empty)
+  float nearest_similarity = -1;  // best similarity seen, hit or not (-1: nothing cached in the namespace)
+  std::string refused_reason;     // why a close enough question was refused ("negation", "open/close"), or ""
 };
 
 struct SemanticCacheStats {
@@ -41,6 +54,7 @@ struct SemanticCacheStats {
   std::uint64_t expirations = 0;
   std::uint64_t evictions = 0;
   std::uint64_t invalidations = 0;
+  std::uint64_t near_miss_refusals = 0;  // hits refused because the questions ask opposite things
   std::size_t size = 0;
 };
 
@@ -53,13 +67,16 @@ class RAPIDQA_EXPORT SemanticCache {
   SemanticCache(const SemanticCache&) = delete;
   SemanticCache& operator=(const SemanticCache&) = delete;
 
-  // Looks up the nearest cached question; vector holds dimension() floats,
-  // L2-normalised. Expired entries are never returned.
-  SemanticLookup lookup(const float* vector) const;
+  // Looks up the nearest cached question of the query's namespace; vector
+  // holds dimension() floats, L2-normalised, and question is the normalised
+  // question text (for the near-miss check). Expired entries are never
+  // returned.
+  SemanticLookup lookup(const float* vector, const std::string& question, const SemanticQuery& query = {}) const;
 
-  // Caches answer under the question vector (copied). A cached question at
-  // similarity >= 0.999 is replaced rather than duplicated.
-  void insert(const float* vector, Answer answer);
+  // Caches answer under the question vector (copied) in a namespace. A
+  // cached question of that namespace at similarity >= 0.999 is replaced
+  // rather than duplicated.
+  void insert(const float* vector, const std::string& question, Answer answer, const std::string& tenant = "");
 
   // Removes every answer built from the given knowledge entry; returns how many.
   std::size_t invalidate_entry(const std::string& entry_id);

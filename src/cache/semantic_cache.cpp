@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "cache/answer_provenance.h"
+#include "cache/near_miss_guard.h"
 #include "common/guard.h"
 #include "index/vector_index.h"
 
@@ -16,6 +17,8 @@ namespace {
 
 struct Slot {
   Answer answer;
+  std::string question;  // normalised, for the near-miss check
+  std::string tenant;
   Clock::time_point expires_at;
 };
 
@@ -28,20 +31,34 @@ constexpr std::size_t kLookupNeighbors = 4;
 }  // namespace
 
 struct SemanticCache::Impl {
-  explicit Impl(const SemanticCacheOptions& o)
-      : options(o), index({o.dimension, o.exact_index_limit, 32, 80, 64}) {}
+  explicit Impl(const SemanticCacheOptions& o) : options(o) {}
 
   SemanticCacheOptions options;
+  cache::NearMissGuard guard;
   mutable std::shared_mutex mu;
-  index::VectorIndex index;           // guarded by mu
-  std::map<std::int64_t, Slot> slots; // guarded by mu; label order = insertion order
-  std::int64_t next_label = 0;        // guarded by mu
-  mutable std::atomic<std::uint64_t> hits{0}, misses{0};
+  std::map<std::string, index::VectorIndex> indexes;  // guarded by mu; one per namespace
+  std::map<std::int64_t, Slot> slots;  // guarded by mu; label order = insertion order
+  std::int64_t next_label = 0;         // guarded by mu
+  mutable std::atomic<std::uint64_t> hits{0}, misses{0}, refusals{0};
   std::atomic<std::uint64_t> expirations{0}, evictions{0}, invalidations{0};
 
+  index::VectorIndex& index_for(const std::string& tenant) {  // needs mu held exclusively
+    auto it = indexes.find(tenant);
+    if (it == indexes.end()) {
+      it = indexes.emplace(tenant, index::VectorIndex({options.dimension, options.exact_index_limit, 32, 80, 64})).first;
+    }
+    return it->second;
+  }
+
   void erase_label(std::int64_t label) {  // needs mu held exclusively
-    index.remove(label);
-    slots.erase(label);
+    const auto slot = slots.find(label);
+    if (slot == slots.end()) return;
+    const auto it = indexes.find(slot->second.tenant);
+    if (it != indexes.end()) {
+      it->second.remove(label);
+      if (it->second.size() == 0) indexes.erase(it);
+    }
+    slots.erase(slot);
   }
 };
 
@@ -60,29 +77,45 @@ Result<std::unique_ptr<SemanticCache>> SemanticCache::create(SemanticCacheOption
 SemanticCache::SemanticCache(SemanticCacheOptions options) : impl_(std::make_unique<Impl>(options)) {}
 SemanticCache::~SemanticCache() = default;
 
-SemanticLookup SemanticCache::lookup(const float* vector) const {
+SemanticLookup SemanticCache::lookup(const float* vector, const std::string& question,
+                                    const SemanticQuery& query) const {
   SemanticLookup result;
+  const float threshold = query.similarity_threshold.value_or(impl_->options.similarity_threshold);
   const auto now = impl_->options.clock->now();
   std::shared_lock<std::shared_mutex> lock(impl_->mu);
-  const auto neighbors = impl_->index.search(vector, kLookupNeighbors);
-  for (const auto& n : neighbors) {
-    const auto slot = impl_->slots.find(n.label);
-    if (slot == impl_->slots.end() || now >= slot->second.expires_at) continue;
-    result.nearest_similarity = n.similarity;
-    if (n.similarity >= impl_->options.similarity_threshold) result.answer = slot->second.answer;
-    break;
+  const auto index = impl_->indexes.find(query.tenant);
+  if (index != impl_->indexes.end()) {
+    for (const auto& n : index->second.search(vector, kLookupNeighbors)) {
+      const auto slot = impl_->slots.find(n.label);
+      if (slot == impl_->slots.end() || now >= slot->second.expires_at) continue;
+      if (result.nearest_similarity < n.similarity) result.nearest_similarity = n.similarity;
+      if (n.similarity < threshold) break;  // neighbours come best first
+      std::string conflict = impl_->guard.conflict(slot->second.question, question);
+      if (!conflict.empty()) {
+        // A question that asks the opposite is no answer; a farther
+        // neighbour may still be the same question in other words.
+        if (result.refused_reason.empty()) result.refused_reason = std::move(conflict);
+        continue;
+      }
+      result.answer = slot->second.answer;
+      break;
+    }
   }
+  if (!result.refused_reason.empty() && !result.answer) impl_->refusals.fetch_add(1, std::memory_order_relaxed);
   (result.answer ? impl_->hits : impl_->misses).fetch_add(1, std::memory_order_relaxed);
   return result;
 }
 
-void SemanticCache::insert(const float* vector, Answer answer) {
+void SemanticCache::insert(const float* vector, const std::string& question, Answer answer, const std::string& tenant) {
   if (impl_->options.capacity == 0) return;
   const auto now = impl_->options.clock->now();
   std::unique_lock<std::shared_mutex> lock(impl_->mu);
-  const auto nearest = impl_->index.search(vector, 1);
-  if (!nearest.empty() && nearest.front().similarity >= kSameQuestionSimilarity) {
-    impl_->erase_label(nearest.front().label);
+  {
+    auto& index = impl_->index_for(tenant);
+    const auto nearest = index.search(vector, 1);
+    if (!nearest.empty() && nearest.front().similarity >= kSameQuestionSimilarity) {
+      impl_->erase_label(nearest.front().label);
+    }
   }
   // Drop expired entries from the oldest end, then evict to stay in capacity.
   while (!impl_->slots.empty() && now >= impl_->slots.begin()->second.expires_at) {
@@ -94,8 +127,8 @@ void SemanticCache::insert(const float* vector, Answer answer) {
     impl_->evictions.fetch_add(1, std::memory_order_relaxed);
   }
   const std::int64_t label = impl_->next_label++;
-  impl_->index.upsert(label, vector);
-  impl_->slots.emplace(label, Slot{std::move(answer), now + impl_->options.ttl});
+  impl_->index_for(tenant).upsert(label, vector);
+  impl_->slots.emplace(label, Slot{std::move(answer), question, tenant, now + impl_->options.ttl});
 }
 
 std::size_t SemanticCache::invalidate_entry(const std::string& entry_id) {
@@ -111,7 +144,7 @@ std::size_t SemanticCache::invalidate_entry(const std::string& entry_id) {
 
 void SemanticCache::clear() {
   std::unique_lock<std::shared_mutex> lock(impl_->mu);
-  impl_->index.clear();
+  impl_->indexes.clear();
   impl_->slots.clear();
 }
 
@@ -124,6 +157,7 @@ SemanticCacheStats SemanticCache::stats() const {
   s.expirations = impl_->expirations.load(std::memory_order_relaxed);
   s.evictions = impl_->evictions.load(std::memory_order_relaxed);
   s.invalidations = impl_->invalidations.load(std::memory_order_relaxed);
+  s.near_miss_refusals = impl_->refusals.load(std::memory_order_relaxed);
   std::shared_lock<std::shared_mutex> lock(impl_->mu);
   s.size = impl_->slots.size();
   return s;

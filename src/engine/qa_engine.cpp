@@ -113,13 +113,21 @@ struct QAEngine::Impl {
     const bool use_result_cache = use_cache && result_cache;
     const bool use_semantic_cache = use_cache && semantic_cache;
 
+    if (ask_options.semantic_threshold &&
+        !(*ask_options.semantic_threshold > 0.0f && *ask_options.semantic_threshold <= 1.0f)) {
+      metrics.record_error();
+      return Status::invalid_argument(
+          fmt::format("semantic_threshold {} is outside (0, 1]", *ask_options.semantic_threshold));
+    }
     auto normalized = normalize_text(question, options.normalize);
     timer.finish(Stage::kNormalize);
     if (!normalized) {
       metrics.record_error();
       return normalized.status();
     }
-    const std::string& key = normalized.value();
+    const std::string& question_key = normalized.value();
+    // Result-cache keys carry the tenant, so tenants never share an entry.
+    const std::string key = ask_options.tenant.empty() ? question_key : ask_options.tenant + '\x1f' + question_key;
 
     auto finish = [&](Answer&& a, bool semantic_looked_up) -> Result<Answer> {
       a.timings = timings;
@@ -142,19 +150,28 @@ struct QAEngine::Impl {
     // leave an answer from the old version in a cache.
     std::shared_lock<std::shared_mutex> lock(knowledge_mu);
     std::vector<float> vector;
-    Status encoded = encoder->encode({encoder->wants_normalized_text() ? key : std::string(question)}, vector);
+    Status encoded =
+        encoder->encode({encoder->wants_normalized_text() ? question_key : std::string(question)}, vector);
     timer.finish(Stage::kEncode);
     if (!encoded.is_ok()) {
       metrics.record_error();
       return encoded;
     }
 
+    float nearest_cached = -1;
+    std::string near_miss;
     if (use_semantic_cache) {
-      SemanticLookup cached = semantic_cache->lookup(vector.data());
+      SemanticQuery query;
+      query.tenant = ask_options.tenant;
+      query.similarity_threshold = ask_options.semantic_threshold;
+      SemanticLookup cached = semantic_cache->lookup(vector.data(), question_key, query);
       timer.finish(Stage::kSemanticCache);
+      nearest_cached = cached.nearest_similarity;
+      near_miss = cached.refused_reason;
       if (cached.answer) {
         Answer a = std::move(*cached.answer);
         a.tier = AnswerTier::kSemanticCache;
+        a.nearest_cached_similarity = nearest_cached;
         if (use_result_cache) result_cache->insert(key, a);
         return finish(std::move(a), true);
       }
@@ -166,6 +183,8 @@ struct QAEngine::Impl {
 
     const float min_score = ask_options.min_answer_score.value_or(options.min_answer_score);
     answer = answer_from_knowledge(matches, min_score);
+    answer.nearest_cached_similarity = nearest_cached;
+    answer.near_miss_reason = near_miss;
     if (options.reader && answer.tier == AnswerTier::kKnowledge) {
       read_answer(question, matches, min_score, answer);
       timer.finish(Stage::kInfer);
@@ -174,7 +193,7 @@ struct QAEngine::Impl {
     // A fallback is never cached: a later entry may answer the question.
     if (answer.tier == AnswerTier::kKnowledge) {
       if (use_result_cache) result_cache->insert(key, answer);
-      if (use_semantic_cache) semantic_cache->insert(vector.data(), answer);
+      if (use_semantic_cache) semantic_cache->insert(vector.data(), question_key, answer, ask_options.tenant);
     }
     timer.finish(Stage::kPostprocess);
     return finish(std::move(answer), use_semantic_cache);
