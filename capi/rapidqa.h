@@ -106,6 +106,23 @@ RQA_API size_t rqa_engine_entry_count(const rqa_engine* engine);
  * RQA_TIER_FALLBACK); errors are for bad input only. */
 RQA_API rqa_status rqa_engine_ask(rqa_engine* engine, const char* question, rqa_answer** out);
 
+/* The same in a cache namespace: tenants never share a cached answer.
+ * tenant may be NULL or "" for the default namespace. */
+RQA_API rqa_status rqa_engine_ask_tenant(rqa_engine* engine, const char* question, const char* tenant,
+                                         rqa_answer** out);
+
+/* Drops every cached answer built from an entry (the entry stays).
+ * removed (may be NULL) receives how many; RQA_NOT_FOUND for an unknown id. */
+RQA_API rqa_status rqa_engine_invalidate_entry(rqa_engine* engine, const char* entry_id, size_t* removed);
+
+/* Fixes a wrong cached answer: the answer cached for this exact question in
+ * the tenant's namespace (NULL = default) becomes `text`, until the cache
+ * TTLs; delete removes it instead (removed may be NULL). */
+RQA_API rqa_status rqa_engine_correct_cached_answer(rqa_engine* engine, const char* question, const char* tenant,
+                                                    const char* text);
+RQA_API rqa_status rqa_engine_delete_cached_answer(rqa_engine* engine, const char* question, const char* tenant,
+                                                   size_t* removed);
+
 /* Encodes text with the engine's encoder (hashing or the user's model)
  * into the caller's buffer of `capacity` floats. *dimension receives the
  * vector length (may be NULL); when capacity is too small nothing is written

@@ -77,6 +77,12 @@ rqa_status translate(Fn&& fn) noexcept {
   }
 }
 
+rapidqa::AskOptions tenant_options(const char* tenant) {
+  rapidqa::AskOptions options;
+  if (tenant) options.tenant = tenant;
+  return options;
+}
+
 rqa_status change_entry(rqa_engine* engine, const char* entry_json, bool update) {
   return translate([&] {
     if (!engine) return null_argument("engine");
@@ -188,6 +194,39 @@ rqa_status rqa_engine_remove_entry(rqa_engine* engine, const char* entry_id) {
   });
 }
 
+rqa_status rqa_engine_invalidate_entry(rqa_engine* engine, const char* entry_id, size_t* removed) {
+  return translate([&] {
+    if (!engine) return null_argument("engine");
+    if (!entry_id) return null_argument("entry_id");
+    auto count = engine->engine->invalidate_entry(entry_id);
+    if (!count) return report(count.status());
+    if (removed) *removed = count.value();
+    return report(rapidqa::Status::ok());
+  });
+}
+
+rqa_status rqa_engine_correct_cached_answer(rqa_engine* engine, const char* question, const char* tenant,
+                                            const char* text) {
+  return translate([&] {
+    if (!engine) return null_argument("engine");
+    if (!question) return null_argument("question");
+    if (!text) return null_argument("text");
+    return report(engine->engine->correct_cached_answer(question, text, tenant_options(tenant)));
+  });
+}
+
+rqa_status rqa_engine_delete_cached_answer(rqa_engine* engine, const char* question, const char* tenant,
+                                           size_t* removed) {
+  return translate([&] {
+    if (!engine) return null_argument("engine");
+    if (!question) return null_argument("question");
+    auto count = engine->engine->delete_cached_answer(question, tenant_options(tenant));
+    if (!count) return report(count.status());
+    if (removed) *removed = count.value();
+    return report(rapidqa::Status::ok());
+  });
+}
+
 size_t rqa_engine_entry_count(const rqa_engine* engine) {
   try {
     return engine ? engine->engine->entry_count() : 0;
@@ -197,12 +236,16 @@ size_t rqa_engine_entry_count(const rqa_engine* engine) {
 }
 
 rqa_status rqa_engine_ask(rqa_engine* engine, const char* question, rqa_answer** out) {
+  return rqa_engine_ask_tenant(engine, question, nullptr, out);
+}
+
+rqa_status rqa_engine_ask_tenant(rqa_engine* engine, const char* question, const char* tenant, rqa_answer** out) {
   return translate([&] {
     if (!out) return null_argument("out");
     *out = nullptr;
     if (!engine) return null_argument("engine");
     if (!question) return null_argument("question");
-    auto answer = engine->engine->ask(question);
+    auto answer = engine->engine->ask(question, tenant_options(tenant));
     if (!answer) return report(answer.status());
     *out = new rqa_answer{std::move(answer).value()};
     return report(rapidqa::Status::ok());

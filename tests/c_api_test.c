@@ -163,11 +163,48 @@ static void test_models_and_encode(void) {
   CHECK(strstr(rqa_last_error(), "qa_outputs") != NULL);
 }
 
+static void test_tenants_and_corrections(void) {
+  rqa_engine* engine = NULL;
+  rqa_answer* answer = NULL;
+  size_t removed = 0;
+  CHECK(rqa_engine_create(NULL, &engine) == RQA_OK);
+  CHECK(rqa_engine_load_knowledge(engine, RAPIDQA_SOURCE_DIR "/examples/data/faq.jsonl", NULL) == RQA_OK);
+
+  CHECK(rqa_engine_ask_tenant(engine, "How do I reset my password?", "a", &answer) == RQA_OK);
+  CHECK(rqa_answer_tier(answer) == RQA_TIER_KNOWLEDGE);
+  rqa_answer_destroy(answer);
+  CHECK(rqa_engine_ask_tenant(engine, "How do I reset my password?", "b", &answer) == RQA_OK);
+  CHECK(rqa_answer_tier(answer) == RQA_TIER_KNOWLEDGE); /* tenant b never sees tenant a's cache */
+  rqa_answer_destroy(answer);
+
+  CHECK(rqa_engine_correct_cached_answer(engine, "How do I reset my password?", "a", "Call us.") == RQA_OK);
+  CHECK(rqa_engine_ask_tenant(engine, "how do i reset my password", "a", &answer) == RQA_OK);
+  CHECK(strcmp(rqa_answer_text(answer), "Call us.") == 0);
+  CHECK(rqa_answer_tier(answer) == RQA_TIER_RESULT_CACHE);
+  rqa_answer_destroy(answer);
+  CHECK(rqa_engine_ask_tenant(engine, "How do I reset my password?", "b", &answer) == RQA_OK);
+  CHECK(strcmp(rqa_answer_text(answer), "Call us.") != 0);
+  rqa_answer_destroy(answer);
+  CHECK(rqa_engine_correct_cached_answer(engine, "How do I reset my password?", "a", "  ") == RQA_INVALID_ARGUMENT);
+
+  CHECK(rqa_engine_delete_cached_answer(engine, "How do I reset my password?", "a", &removed) == RQA_OK);
+  CHECK(removed == 2); /* both tiers */
+  CHECK(rqa_engine_ask_tenant(engine, "How do I reset my password?", "a", &answer) == RQA_OK);
+  CHECK(strncmp(rqa_answer_text(answer), "To reset your password", 22) == 0);
+  rqa_answer_destroy(answer);
+
+  CHECK(rqa_engine_invalidate_entry(engine, "shop-en-reset-password", &removed) == RQA_OK);
+  CHECK(removed >= 2);
+  CHECK(rqa_engine_invalidate_entry(engine, "no-such-entry", &removed) == RQA_NOT_FOUND);
+  rqa_engine_destroy(engine);
+}
+
 int main(void) {
   test_version();
   test_null_and_bad_options();
   test_ask_and_change();
   test_models_and_encode();
+  test_tenants_and_corrections();
   if (failures == 0) printf("c api: all checks passed\n");
   return failures == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }

@@ -316,3 +316,21 @@ TEST_CASE("Tenants never share cached answers", "[engine][tenant]") {
   CHECK(engine->ask("How do I reset my password?", b)->tier == AnswerTier::kKnowledge);
   CHECK(engine->ask("How do I reset my password?")->tier == AnswerTier::kKnowledge);
 }
+
+TEST_CASE("A corrected cached answer is served until its entry changes", "[engine][correction]") {
+  auto engine = make_engine();
+  REQUIRE(engine->load_entries({entry("hours", "What are your opening hours?", "9 to 5")}).is_ok());
+  REQUIRE(engine->ask("What are your opening hours?")->text == "9 to 5");
+  REQUIRE(engine->correct_cached_answer("What are your opening hours?", "9 to 6 on weekdays").is_ok());
+  CHECK(engine->ask("what are your opening hours")->text == "9 to 6 on weekdays");
+  AskOptions similar;
+  similar.semantic_threshold = 0.5f;
+  CHECK(engine->ask("what are your opening hours today", similar)->text == "9 to 6 on weekdays");
+  // The correction keeps its provenance: updating the entry drops it.
+  REQUIRE(engine->update_entry(entry("hours", "What are your opening hours?", "8 to 8")).is_ok());
+  CHECK(engine->ask("What are your opening hours?")->text == "8 to 8");
+  CHECK(engine->delete_cached_answer("What are your opening hours?").value() == 2);
+  CHECK(engine->delete_cached_answer("What are your opening hours?").value() == 0);
+  CHECK(engine->correct_cached_answer("", "x").code() == StatusCode::kInvalidArgument);
+  CHECK(engine->invalidate_entry("nope").status().code() == StatusCode::kNotFound);
+}

@@ -124,6 +124,18 @@ class RAPIDQA_EXPORT QAEngine {
   std::vector<Result<Answer>> ask_batch(const std::vector<std::string>& questions,
                                         const AskOptions& options = {});
 
+  // Fixing a wrong cached answer. correct_cached_answer replaces the answer
+  // cached for this exact question (in the options' tenant, both tiers)
+  // with `text`; it keeps the entries the old answer was built from, so a
+  // later knowledge update still invalidates it, and it lasts until the
+  // tiers' TTLs. kInvalidArgument for a bad question or empty text.
+  // delete_cached_answer removes it; the next ask is answered afresh.
+  Status correct_cached_answer(std::string_view question, std::string text, const AskOptions& options = {});
+  Result<std::size_t> delete_cached_answer(std::string_view question, const AskOptions& options = {});
+  // Drops every cached answer built from an entry without changing the
+  // entry; returns how many. kNotFound for an unknown id.
+  Result<std::size_t> invalidate_entry(const std::string& id);
+
   MetricsSnapshot metrics() const;
   void reset_metrics();
   // Drops every cached answer of both tiers.

@@ -81,6 +81,10 @@ class RAPIDQA_EXPORT SemanticCache {
   // Removes every answer built from the given knowledge entry; returns how many.
   std::size_t invalidate_entry(const std::string& entry_id);
 
+  // Removes the answers cached for this exact (normalised) question in a
+  // namespace; returns how many.
+  std::size_t erase_question(const std::string& question, const std::string& tenant = "");
+
   void clear();
   std::size_t dimension() const;
   SemanticCacheStats stats() const;

@@ -142,6 +142,16 @@ std::size_t SemanticCache::invalidate_entry(const std::string& entry_id) {
   return doomed.size();
 }
 
+std::size_t SemanticCache::erase_question(const std::string& question, const std::string& tenant) {
+  std::unique_lock<std::shared_mutex> lock(impl_->mu);
+  std::vector<std::int64_t> doomed;
+  for (const auto& [label, slot] : impl_->slots) {
+    if (slot.tenant == tenant && slot.question == question) doomed.push_back(label);
+  }
+  for (auto label : doomed) impl_->erase_label(label);
+  return doomed.size();
+}
+
 void SemanticCache::clear() {
   std::unique_lock<std::shared_mutex> lock(impl_->mu);
   impl_->indexes.clear();

@@ -55,9 +55,19 @@ struct QAEngine::Impl {
 
   // Drops cached answers built from an entry; knowledge_mu held exclusively,
   // so no ask can refill them from the old version in between.
-  void invalidate(const std::string& entry_id) {
-    if (result_cache) result_cache->invalidate_entry(entry_id);
-    if (semantic_cache) semantic_cache->invalidate_entry(entry_id);
+  std::size_t invalidate(const std::string& entry_id) {
+    std::size_t removed = 0;
+    if (result_cache) removed += result_cache->invalidate_entry(entry_id);
+    if (semantic_cache) removed += semantic_cache->invalidate_entry(entry_id);
+    return removed;
+  }
+
+  // The normalised question and its result-cache key for a tenant.
+  Result<std::pair<std::string, std::string>> cache_keys(std::string_view question, const std::string& tenant) const {
+    auto normalized = normalize_text(question, options.normalize);
+    if (!normalized) return normalized.status();
+    std::string key = tenant.empty() ? normalized.value() : tenant + '\x1f' + normalized.value();
+    return std::make_pair(std::move(normalized).value(), std::move(key));
   }
 
   Answer answer_from_knowledge(const std::vector<engine::KnowledgeMatch>& matches, float min_score) const {
@@ -329,6 +339,57 @@ std::vector<Result<Answer>> QAEngine::ask_batch(const std::vector<std::string>& 
   answers.reserve(questions.size());
   for (const auto& q : questions) answers.push_back(ask(q, options));
   return answers;
+}
+
+Status QAEngine::correct_cached_answer(std::string_view question, std::string text, const AskOptions& options) {
+  return detail::guarded("correcting a cached answer", [&]() -> Status {
+    if (text.find_first_not_of(" \t\r\n") == std::string::npos) {
+      return Status::invalid_argument("the corrected answer text is empty");
+    }
+    auto keys = impl_->cache_keys(question, options.tenant);
+    if (!keys) return keys.status();
+    const auto& [normalized, key] = keys.value();
+    std::unique_lock<std::shared_mutex> lock(impl_->knowledge_mu);
+    // Keep the provenance of what was cached, so knowledge updates still
+    // reach the correction.
+    Answer corrected;
+    if (impl_->result_cache) {
+      if (auto old = impl_->result_cache->lookup(key)) corrected = std::move(*old);
+    }
+    corrected.text = std::move(text);
+    corrected.extracted.reset();
+    corrected.tier = AnswerTier::kKnowledge;
+    if (impl_->result_cache) impl_->result_cache->insert(key, corrected);
+    if (impl_->semantic_cache) {
+      std::vector<float> vector;
+      const Encoder& enc = *impl_->encoder;
+      Status s = enc.encode({enc.wants_normalized_text() ? normalized : std::string(question)}, vector);
+      if (!s.is_ok()) return s;
+      impl_->semantic_cache->erase_question(normalized, options.tenant);
+      impl_->semantic_cache->insert(vector.data(), normalized, corrected, options.tenant);
+    }
+    return Status::ok();
+  });
+}
+
+Result<std::size_t> QAEngine::delete_cached_answer(std::string_view question, const AskOptions& options) {
+  return detail::guarded("deleting a cached answer", [&]() -> Result<std::size_t> {
+    auto keys = impl_->cache_keys(question, options.tenant);
+    if (!keys) return keys.status();
+    const auto& [normalized, key] = keys.value();
+    std::size_t removed = 0;
+    if (impl_->result_cache && impl_->result_cache->erase(key)) ++removed;
+    if (impl_->semantic_cache) removed += impl_->semantic_cache->erase_question(normalized, options.tenant);
+    return removed;
+  });
+}
+
+Result<std::size_t> QAEngine::invalidate_entry(const std::string& id) {
+  return detail::guarded("invalidating an entry", [&]() -> Result<std::size_t> {
+    std::unique_lock<std::shared_mutex> lock(impl_->knowledge_mu);
+    if (!impl_->knowledge->find(id)) return Status::not_found(fmt::format("no entry with id '{}'", id));
+    return impl_->invalidate(id);
+  });
 }
 
 MetricsSnapshot QAEngine::metrics() const { return impl_->metrics.snapshot(); }
