@@ -123,6 +123,13 @@ RQA_API rqa_status rqa_engine_correct_cached_answer(rqa_engine* engine, const ch
 RQA_API rqa_status rqa_engine_delete_cached_answer(rqa_engine* engine, const char* question, const char* tenant,
                                                    size_t* removed);
 
+/* Saves the semantic cache to a snapshot file (atomically), or loads one to
+ * preload hot questions. A corrupt, truncated or other-version snapshot is
+ * refused (RQA_DATA_LOSS / RQA_FAILED_PRECONDITION) and the cache starts
+ * empty. loaded (may be NULL) receives the entries loaded. */
+RQA_API rqa_status rqa_engine_save_cache_snapshot(const rqa_engine* engine, const char* path);
+RQA_API rqa_status rqa_engine_load_cache_snapshot(rqa_engine* engine, const char* path, size_t* loaded);
+
 /* Encodes text with the engine's encoder (hashing or the user's model)
  * into the caller's buffer of `capacity` floats. *dimension receives the
  * vector length (may be NULL); when capacity is too small nothing is written

@@ -227,6 +227,25 @@ rqa_status rqa_engine_delete_cached_answer(rqa_engine* engine, const char* quest
   });
 }
 
+rqa_status rqa_engine_save_cache_snapshot(const rqa_engine* engine, const char* path) {
+  return translate([&] {
+    if (!engine) return null_argument("engine");
+    if (!path) return null_argument("path");
+    return report(engine->engine->save_cache_snapshot(path));
+  });
+}
+
+rqa_status rqa_engine_load_cache_snapshot(rqa_engine* engine, const char* path, size_t* loaded) {
+  return translate([&] {
+    if (!engine) return null_argument("engine");
+    if (!path) return null_argument("path");
+    auto count = engine->engine->load_cache_snapshot(path);
+    if (!count) return report(count.status());
+    if (loaded) *loaded = count.value();
+    return report(rapidqa::Status::ok());
+  });
+}
+
 size_t rqa_engine_entry_count(const rqa_engine* engine) {
   try {
     return engine ? engine->engine->entry_count() : 0;

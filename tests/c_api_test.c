@@ -196,6 +196,14 @@ static void test_tenants_and_corrections(void) {
   CHECK(rqa_engine_invalidate_entry(engine, "shop-en-reset-password", &removed) == RQA_OK);
   CHECK(removed >= 2);
   CHECK(rqa_engine_invalidate_entry(engine, "no-such-entry", &removed) == RQA_NOT_FOUND);
+
+  CHECK(rqa_engine_ask_tenant(engine, "How do I reset my password?", "a", &answer) == RQA_OK);
+  rqa_answer_destroy(answer);
+  CHECK(rqa_engine_save_cache_snapshot(engine, "rapidqa-c-api-test.snap") == RQA_OK);
+  CHECK(rqa_engine_load_cache_snapshot(engine, "rapidqa-c-api-test.snap", &removed) == RQA_OK);
+  CHECK(removed == 1);
+  CHECK(rqa_engine_load_cache_snapshot(engine, "/no/such.snap", NULL) == RQA_NOT_FOUND);
+  remove("rapidqa-c-api-test.snap");
   rqa_engine_destroy(engine);
 }
 

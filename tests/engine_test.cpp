@@ -334,3 +334,64 @@ TEST_CASE("A corrected cached answer is served until its entry changes", "[engin
   CHECK(engine->correct_cached_answer("", "x").code() == StatusCode::kInvalidArgument);
   CHECK(engine->invalidate_entry("nope").status().code() == StatusCode::kNotFound);
 }
+
+TEST_CASE("A cache snapshot round-trips and a bad one is refused with a cold start", "[engine][snapshot]") {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / "rapidqa-snapshot-test";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string path = (dir / "semantic.snap").string();
+  AskOptions tenant_a;
+  tenant_a.tenant = "a";
+  {
+    auto engine = faq_engine();
+    REQUIRE(engine->ask("How do I reset my password?", tenant_a)->tier == AnswerTier::kKnowledge);
+    REQUIRE(engine->ask("如何重置密码？")->tier == AnswerTier::kKnowledge);
+    REQUIRE(engine->save_cache_snapshot(path).is_ok());
+  }
+  CHECK_FALSE(fs::exists(path + ".tmp"));
+  auto engine = faq_engine();
+  const auto loaded = engine->load_cache_snapshot(path);
+  REQUIRE(loaded.is_ok());
+  CHECK(loaded.value() == 2);
+  // Preloaded: answered from the semantic tier, in the right namespace only.
+  const auto hit = engine->ask("How do I reset my password?", tenant_a);
+  CHECK(hit->tier == AnswerTier::kSemanticCache);
+  CHECK(hit->entry_id() == "shop-en-reset-password");
+  CHECK(engine->ask("How do I reset my password?")->tier == AnswerTier::kKnowledge);
+
+  std::string bytes;
+  {
+    std::ifstream in(path, std::ios::binary);
+    bytes.assign((std::istreambuf_iterator<char>(in)), {});
+  }
+  auto write = [&](const std::string& name, const std::string& content) {
+    const std::string p = (dir / name).string();
+    std::ofstream(p, std::ios::binary).write(content.data(), static_cast<std::streamsize>(content.size()));
+    return p;
+  };
+  std::string corrupt = bytes;
+  corrupt[corrupt.size() / 2] = static_cast<char>(corrupt[corrupt.size() / 2] ^ 0x5a);
+  std::string wrong_version = bytes;
+  wrong_version[8] = 9;
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {write("corrupt.snap", corrupt), "checksum"},
+      {write("truncated.snap", bytes.substr(0, bytes.size() - 10)), "truncated"},
+      {write("version.snap", wrong_version), "version 9"},
+      {write("garbage.snap", "not a snapshot at all"), "bad header"}};
+  for (const auto& [file, reason] : bad) {
+    INFO(file);
+    REQUIRE(engine->ask("如何重置密码？")->tier != AnswerTier::kKnowledge);  // warm before
+    const auto refused = engine->load_cache_snapshot(file);
+    REQUIRE_FALSE(refused.is_ok());
+    CHECK(refused.status().message().find(reason) != std::string::npos);
+    engine->clear_caches();  // the result tier; the semantic tier is already cold
+    CHECK(engine->ask("如何重置密码？")->tier == AnswerTier::kKnowledge);
+  }
+  CHECK(engine->load_cache_snapshot((dir / "missing.snap").string()).status().code() == StatusCode::kNotFound);
+
+  // Answers built from entries the knowledge no longer has are not loaded.
+  auto smaller = make_engine();
+  REQUIRE(smaller->load_entries({entry("other", "something else entirely", "x")}).is_ok());
+  CHECK(smaller->load_cache_snapshot(path).value() == 0);
+}

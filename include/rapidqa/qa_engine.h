@@ -136,6 +136,13 @@ class RAPIDQA_EXPORT QAEngine {
   // entry; returns how many. kNotFound for an unknown id.
   Result<std::size_t> invalidate_entry(const std::string& id);
 
+  // Persists the semantic tier (see SemanticCache::save_snapshot), and loads
+  // it back at start to preload hot questions. Loading drops answers built
+  // from entries the knowledge no longer has; a bad snapshot is refused with
+  // the reason and the semantic tier starts cold. Returns the entries loaded.
+  Status save_cache_snapshot(const std::string& path) const;
+  Result<std::size_t> load_cache_snapshot(const std::string& path);
+
   MetricsSnapshot metrics() const;
   void reset_metrics();
   // Drops every cached answer of both tiers.

@@ -16,6 +16,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -84,6 +85,19 @@ class RAPIDQA_EXPORT SemanticCache {
   // Removes the answers cached for this exact (normalised) question in a
   // namespace; returns how many.
   std::size_t erase_question(const std::string& question, const std::string& tenant = "");
+
+  // Writes every live entry (vector, question, namespace, answer, time to
+  // live left) to a snapshot file: a temporary file, fsync, then rename, so
+  // a crash never leaves a half-written snapshot under the name. kIoError
+  // when the file cannot be written.
+  Status save_snapshot(const std::string& path) const;
+  // Replaces the cache's contents with a snapshot's. A missing file is
+  // kNotFound; a corrupt, truncated or other-version file, or one of another
+  // dimension, is refused whole (kDataLoss / kFailedPrecondition) and the
+  // cache is left empty: it never serves entries from a half-read file.
+  // keep decides, per cached answer, whether it may be loaded (null: all).
+  Result<std::size_t> load_snapshot(const std::string& path,
+                                    const std::function<bool(const Answer&)>& keep = nullptr);
 
   void clear();
   std::size_t dimension() const;

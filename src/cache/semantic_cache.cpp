@@ -1,6 +1,7 @@
 #include "rapidqa/semantic_cache.h"
 
 #include <atomic>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <shared_mutex>
@@ -9,6 +10,7 @@
 
 #include "cache/answer_provenance.h"
 #include "cache/near_miss_guard.h"
+#include "cache/snapshot_codec.h"
 #include "common/guard.h"
 #include "index/vector_index.h"
 
@@ -150,6 +152,83 @@ std::size_t SemanticCache::erase_question(const std::string& question, const std
   }
   for (auto label : doomed) impl_->erase_label(label);
   return doomed.size();
+}
+
+Status SemanticCache::save_snapshot(const std::string& path) const {
+  return detail::guarded("saving the semantic cache", [&]() -> Status {
+    const auto now = impl_->options.clock->now();
+    nlohmann::json entries = nlohmann::json::array();
+    {
+      std::shared_lock<std::shared_mutex> lock(impl_->mu);
+      for (const auto& [label, slot] : impl_->slots) {
+        if (now >= slot.expires_at) continue;
+        const auto index = impl_->indexes.find(slot.tenant);
+        const float* v = index == impl_->indexes.end() ? nullptr : index->second.vector_of(label);
+        if (!v) continue;
+        const auto* bytes = reinterpret_cast<const std::uint8_t*>(v);
+        entries.push_back(
+            {{"tenant", slot.tenant},
+             {"question", slot.question},
+             {"ttl_ms", std::chrono::duration_cast<std::chrono::milliseconds>(slot.expires_at - now).count()},
+             {"vector", nlohmann::json::binary(std::vector<std::uint8_t>(
+                            bytes, bytes + impl_->options.dimension * sizeof(float)))},
+             {"answer", cache::answer_to_json(slot.answer)}});
+      }
+    }
+    const nlohmann::json doc = {{"dimension", impl_->options.dimension}, {"entries", std::move(entries)}};
+    return cache::write_snapshot_file(path, nlohmann::json::to_cbor(doc));
+  });
+}
+
+Result<std::size_t> SemanticCache::load_snapshot(const std::string& path,
+                                                 const std::function<bool(const Answer&)>& keep) {
+  clear();  // whatever happens, nothing from before or from a bad file is served
+  auto payload = cache::read_snapshot_file(path);
+  if (!payload) return payload.status();
+  struct Loaded {
+    std::string tenant, question;
+    std::chrono::milliseconds ttl;
+    std::vector<float> vector;
+    Answer answer;
+  };
+  std::vector<Loaded> loaded;
+  try {
+    const auto doc = nlohmann::json::from_cbor(payload.value());
+    const auto dimension = doc.at("dimension").get<std::size_t>();
+    if (dimension != impl_->options.dimension) {
+      return Status::failed_precondition(fmt::format(
+          "{}: snapshot vectors have dimension {}, this cache {} (another encoder?)", path, dimension,
+          impl_->options.dimension));
+    }
+    for (const auto& e : doc.at("entries")) {
+      const auto& bytes = e.at("vector").get_binary();
+      if (bytes.size() != dimension * sizeof(float)) {
+        return Status::data_loss(fmt::format("{}: an entry's vector has {} bytes, expected {}", path, bytes.size(),
+                                             dimension * sizeof(float)));
+      }
+      Loaded l{e.at("tenant").get<std::string>(), e.at("question").get<std::string>(),
+               std::chrono::milliseconds(e.at("ttl_ms").get<std::int64_t>()), std::vector<float>(dimension),
+               cache::answer_from_json(e.at("answer"))};
+      std::memcpy(l.vector.data(), bytes.data(), bytes.size());
+      loaded.push_back(std::move(l));
+    }
+  } catch (const std::exception& e) {
+    return Status::data_loss(fmt::format("{}: snapshot payload is malformed: {}", path, e.what()));
+  }
+  // Everything parsed: only now does anything enter the cache.
+  std::size_t inserted = 0;
+  const auto now = impl_->options.clock->now();
+  std::unique_lock<std::shared_mutex> lock(impl_->mu);
+  for (auto& l : loaded) {
+    if (l.ttl.count() <= 0 || (keep && !keep(l.answer))) continue;
+    if (impl_->slots.size() >= impl_->options.capacity) break;
+    const std::int64_t label = impl_->next_label++;
+    impl_->index_for(l.tenant).upsert(label, l.vector.data());
+    impl_->slots.emplace(label, Slot{std::move(l.answer), std::move(l.question), l.tenant,
+                                     now + std::min<Clock::duration>(l.ttl, impl_->options.ttl)});
+    ++inserted;
+  }
+  return inserted;
 }
 
 void SemanticCache::clear() {

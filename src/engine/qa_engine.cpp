@@ -1,5 +1,6 @@
 #include "rapidqa/qa_engine.h"
 
+#include <algorithm>
 #include <mutex>
 #include <shared_mutex>
 
@@ -389,6 +390,21 @@ Result<std::size_t> QAEngine::invalidate_entry(const std::string& id) {
     std::unique_lock<std::shared_mutex> lock(impl_->knowledge_mu);
     if (!impl_->knowledge->find(id)) return Status::not_found(fmt::format("no entry with id '{}'", id));
     return impl_->invalidate(id);
+  });
+}
+
+Status QAEngine::save_cache_snapshot(const std::string& path) const {
+  if (!impl_->semantic_cache) return Status::failed_precondition("the semantic cache is disabled");
+  return impl_->semantic_cache->save_snapshot(path);
+}
+
+Result<std::size_t> QAEngine::load_cache_snapshot(const std::string& path) {
+  if (!impl_->semantic_cache) return Status::failed_precondition("the semantic cache is disabled");
+  std::shared_lock<std::shared_mutex> lock(impl_->knowledge_mu);
+  const auto& knowledge = *impl_->knowledge;
+  return impl_->semantic_cache->load_snapshot(path, [&](const Answer& a) {
+    return std::all_of(a.matches.begin(), a.matches.end(),
+                       [&](const EntryMatch& m) { return knowledge.find(m.entry_id) != nullptr; });
   });
 }
 
