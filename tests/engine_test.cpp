@@ -395,3 +395,19 @@ TEST_CASE("A cache snapshot round-trips and a bad one is refused with a cold sta
   REQUIRE(smaller->load_entries({entry("other", "something else entirely", "x")}).is_ok());
   CHECK(smaller->load_cache_snapshot(path).value() == 0);
 }
+
+TEST_CASE("Top intents group the cached questions by meaning - largest first", "[engine][intents]") {
+  auto engine = faq_engine();
+  const std::vector<std::string> password = {"How do I reset my password?", "I forgot my password, how can I reset it?",
+                                             "reset my password please", "password reset", "how to reset password"};
+  const std::vector<std::string> chinese = {"如何开户？", "我想开户", "怎么开一个银行账户"};
+  for (const auto& q : password) REQUIRE(engine->ask(q).is_ok());
+  for (const auto& q : chinese) REQUIRE(engine->ask(q).is_ok());
+  const auto intents = engine->top_intents(2);
+  REQUIRE(intents.size() == 2);
+  CHECK(intents[0].questions >= intents[1].questions);
+  CHECK(intents[0].questions + intents[1].questions == 8);  // every cached question is in a group
+  CHECK(intents[0].entry_id == "shop-en-reset-password");
+  CHECK(intents[1].entry_id.find("-zh-") != std::string::npos);
+  CHECK(engine->top_intents(2, "other-tenant").empty());
+}

@@ -143,6 +143,11 @@ class RAPIDQA_EXPORT QAEngine {
   Status save_cache_snapshot(const std::string& path) const;
   Result<std::size_t> load_cache_snapshot(const std::string& path);
 
+  // The most asked groups of similar questions in a tenant's semantic
+  // cache (FAISS k-means over the cached question vectors); empty when the
+  // semantic cache is disabled or empty.
+  std::vector<CachedIntent> top_intents(std::size_t intents, const std::string& tenant = "") const;
+
   MetricsSnapshot metrics() const;
   void reset_metrics();
   // Drops every cached answer of both tiers.

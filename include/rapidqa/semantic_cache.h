@@ -20,6 +20,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "rapidqa/answer.h"
 #include "rapidqa/clock.h"
@@ -47,6 +48,13 @@ struct SemanticLookup {
   std::optional<Answer> answer;   // set on a hit
   float nearest_similarity = -1;  // best similarity seen, hit or not (-1: nothing cached in the namespace)
   std::string refused_reason;     // why a close enough question was refused ("negation", "open/close"), or ""
+};
+
+// A group of similar cached questions: what users keep asking.
+struct CachedIntent {
+  std::string representative_question;  // the cached question nearest the group's centre
+  std::string entry_id;                 // the entry that answers it ("" when none)
+  std::size_t questions = 0;            // distinct cached questions in the group
 };
 
 struct SemanticCacheStats {
@@ -98,6 +106,11 @@ class RAPIDQA_EXPORT SemanticCache {
   // keep decides, per cached answer, whether it may be loaded (null: all).
   Result<std::size_t> load_snapshot(const std::string& path,
                                     const std::function<bool(const Answer&)>& keep = nullptr);
+
+  // Clusters a namespace's cached questions with FAISS k-means (spherical,
+  // seeded, so the same cache gives the same groups) into at most
+  // `intents` groups, largest first.
+  std::vector<CachedIntent> top_intents(std::size_t intents, const std::string& tenant = "") const;
 
   void clear();
   std::size_t dimension() const;

@@ -1,5 +1,8 @@
 #include "rapidqa/semantic_cache.h"
 
+#include <faiss/Clustering.h>
+
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <map>
@@ -12,6 +15,7 @@
 #include "cache/near_miss_guard.h"
 #include "cache/snapshot_codec.h"
 #include "common/guard.h"
+#include "index/simd_flat_index.h"
 #include "index/vector_index.h"
 
 namespace rapidqa {
@@ -229,6 +233,63 @@ Result<std::size_t> SemanticCache::load_snapshot(const std::string& path,
     ++inserted;
   }
   return inserted;
+}
+
+std::vector<CachedIntent> SemanticCache::top_intents(std::size_t intents, const std::string& tenant) const {
+  std::vector<float> vectors;
+  std::vector<const Slot*> slots;
+  const auto now = impl_->options.clock->now();
+  const std::size_t d = impl_->options.dimension;
+  std::shared_lock<std::shared_mutex> lock(impl_->mu);
+  const auto index = impl_->indexes.find(tenant);
+  if (index == impl_->indexes.end() || intents == 0) return {};
+  for (const auto& [label, slot] : impl_->slots) {
+    if (slot.tenant != tenant || now >= slot.expires_at) continue;
+    const float* v = index->second.vector_of(label);
+    if (!v) continue;
+    vectors.insert(vectors.end(), v, v + d);
+    slots.push_back(&slot);
+  }
+  const std::size_t n = slots.size();
+  if (n == 0) return {};
+  const std::size_t k = std::min(intents, n);
+  faiss::ClusteringParameters params;
+  params.spherical = true;  // the vectors are unit length: cluster by cosine
+  params.niter = 25;
+  params.nredo = 8;  // k-means from one start is brittle on few points: keep the best of several
+  params.seed = 1234;
+  params.min_points_per_centroid = 1;
+  params.verbose = false;
+  faiss::Clustering clustering(static_cast<int>(d), static_cast<int>(k), params);
+  index::SimdFlatIP assign(static_cast<faiss::Index::idx_t>(d));
+  clustering.train(static_cast<faiss::Index::idx_t>(n), vectors.data(), assign);
+  // Nearest centre of every question, and the question nearest each centre.
+  std::vector<std::size_t> members(k, 0);
+  std::vector<float> best(k, -2.0f);
+  std::vector<const Slot*> representative(k, nullptr);
+  for (std::size_t i = 0; i < n; ++i) {
+    std::size_t centre = 0;
+    float similarity = -2.0f;
+    for (std::size_t c = 0; c < k; ++c) {
+      const float s = index::inner_product(vectors.data() + i * d, clustering.centroids.data() + c * d, d);
+      if (s > similarity) {
+        similarity = s;
+        centre = c;
+      }
+    }
+    ++members[centre];
+    if (similarity > best[centre]) {
+      best[centre] = similarity;
+      representative[centre] = slots[i];
+    }
+  }
+  std::vector<CachedIntent> out;
+  for (std::size_t c = 0; c < k; ++c) {
+    if (members[c] == 0) continue;
+    out.push_back({representative[c]->question, representative[c]->answer.entry_id(), members[c]});
+  }
+  std::stable_sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.questions > b.questions; });
+  return out;
 }
 
 void SemanticCache::clear() {

@@ -408,6 +408,15 @@ Result<std::size_t> QAEngine::load_cache_snapshot(const std::string& path) {
   });
 }
 
+std::vector<CachedIntent> QAEngine::top_intents(std::size_t intents, const std::string& tenant) const {
+  if (!impl_->semantic_cache) return {};
+  try {
+    return impl_->semantic_cache->top_intents(intents, tenant);
+  } catch (const std::exception&) {
+    return {};  // clustering is a report: a FAISS failure leaves it empty rather than failing the caller
+  }
+}
+
 MetricsSnapshot QAEngine::metrics() const { return impl_->metrics.snapshot(); }
 void QAEngine::reset_metrics() { impl_->metrics.reset(); }
 
