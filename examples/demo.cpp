@@ -96,7 +96,9 @@ nlohmann::json to_json(const std::string& question, const rapidqa::Answer& a) {
         std::chrono::duration_cast<std::chrono::duration<double, std::micro>>(a.timings[stage]).count();
   }
   nlohmann::json matches = nlohmann::json::array();
-  for (const auto& m : a.matches) matches.push_back({{"entry_id", m.entry_id}, {"score", m.score}});
+  for (const auto& m : a.matches) {
+    matches.push_back({{"entry_id", m.entry_id}, {"score", m.score}, {"version", m.version}});
+  }
   return {{"question", question},     {"answer", a.text},
           {"entry_id", a.entry_id()}, {"score", a.score},
           {"tier", rapidqa::answer_tier_name(a.tier)},

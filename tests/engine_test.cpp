@@ -390,6 +390,14 @@ TEST_CASE("A cache snapshot round-trips and a bad one is refused with a cold sta
   }
   CHECK(engine->load_cache_snapshot((dir / "missing.snap").string()).status().code() == StatusCode::kNotFound);
 
+  // An answer built from an entry that changed since is not loaded.
+  auto changed = faq_engine();
+  auto pw = changed->entry("shop-en-reset-password").value();
+  pw.answer = "Call the help desk.";
+  REQUIRE(changed->update_entry(pw).is_ok());
+  CHECK(changed->load_cache_snapshot(path).value() == 1);  // only the Chinese answer is current
+  CHECK(changed->ask("How do I reset my password?", tenant_a)->text == "Call the help desk.");
+
   // Answers built from entries the knowledge no longer has are not loaded.
   auto smaller = make_engine();
   REQUIRE(smaller->load_entries({entry("other", "something else entirely", "x")}).is_ok());

@@ -7,6 +7,7 @@
 #include <array>
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -50,7 +51,8 @@ struct StageTimings {
 // One knowledge entry that matched, best first.
 struct EntryMatch {
   std::string entry_id;
-  float score = 0.0f;  // cosine similarity in [-1, 1]
+  float score = 0.0f;         // cosine similarity in [-1, 1]
+  std::uint64_t version = 0;  // the entry's version when this answer was built
 };
 
 // The span an extractive reader cut out of an entry's context passage.

@@ -41,7 +41,7 @@ T get(const char* in) {
 
 nlohmann::json answer_to_json(const Answer& a) {
   nlohmann::json matches = nlohmann::json::array();
-  for (const auto& m : a.matches) matches.push_back({{"id", m.entry_id}, {"score", m.score}});
+  for (const auto& m : a.matches) matches.push_back({{"id", m.entry_id}, {"score", m.score}, {"version", m.version}});
   nlohmann::json j = {{"text", a.text}, {"score", a.score}, {"matches", matches}, {"tier", static_cast<int>(a.tier)}};
   if (a.extracted) {
     j["extracted"] = {{"id", a.extracted->entry_id}, {"begin", a.extracted->begin}, {"end", a.extracted->end},
@@ -54,7 +54,9 @@ Answer answer_from_json(const nlohmann::json& j) {
   Answer a;
   a.text = j.at("text").get<std::string>();
   a.score = j.at("score").get<float>();
-  for (const auto& m : j.at("matches")) a.matches.push_back({m.at("id").get<std::string>(), m.at("score").get<float>()});
+  for (const auto& m : j.at("matches")) {
+    a.matches.push_back({m.at("id").get<std::string>(), m.at("score").get<float>(), m.at("version").get<std::uint64_t>()});
+  }
   a.tier = static_cast<AnswerTier>(j.at("tier").get<int>());
   if (j.contains("extracted")) {
     const auto& e = j.at("extracted");

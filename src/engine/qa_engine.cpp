@@ -73,7 +73,7 @@ struct QAEngine::Impl {
 
   Answer answer_from_knowledge(const std::vector<engine::KnowledgeMatch>& matches, float min_score) const {
     Answer answer;
-    for (const auto& m : matches) answer.matches.push_back({m.entry->id, m.similarity});
+    for (const auto& m : matches) answer.matches.push_back({m.entry->id, m.similarity, m.entry->version});
     if (!matches.empty() && matches.front().similarity >= min_score) {
       answer.text = matches.front().entry->answer;
       answer.score = matches.front().similarity;
@@ -403,8 +403,11 @@ Result<std::size_t> QAEngine::load_cache_snapshot(const std::string& path) {
   std::shared_lock<std::shared_mutex> lock(impl_->knowledge_mu);
   const auto& knowledge = *impl_->knowledge;
   return impl_->semantic_cache->load_snapshot(path, [&](const Answer& a) {
-    return std::all_of(a.matches.begin(), a.matches.end(),
-                       [&](const EntryMatch& m) { return knowledge.find(m.entry_id) != nullptr; });
+    // Only answers built from the entries' current versions come back.
+    return std::all_of(a.matches.begin(), a.matches.end(), [&](const EntryMatch& m) {
+      const KnowledgeEntry* e = knowledge.find(m.entry_id);
+      return e != nullptr && e->version == m.version;
+    });
   });
 }
 
