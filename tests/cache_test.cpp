@@ -209,7 +209,9 @@ TEST_CASE("Semantic cache namespaces never answer for each other - even under co
     threads.emplace_back([&, tenant] {  // reader: must only ever see its own answer
       rapidqa::SemanticQuery query;
       query.tenant = tenant;
-      while (!stop.load()) {
+      // Bounded as well as stopped: a reader-preferring lock must not let
+      // endless lookups starve the writers this test waits for.
+      for (int i = 0; i < 20000 && !stop.load(); ++i) {
         const auto found = cache.lookup(v.data(), "q", query);
         if (found.answer) {
           ++hits;

@@ -147,7 +147,9 @@ TEST_CASE("An unrelated question gets the fallback - which is never cached", "[e
 }
 
 TEST_CASE("Updates and removals are never answered from a stale cache", "[engine]") {
-  auto engine = make_engine();
+  EngineOptions no_rebuilds;  // so the tier after an update is deterministic
+  no_rebuilds.rebuild_workers = 0;
+  auto engine = make_engine(no_rebuilds);
   REQUIRE(engine->load_entries({entry("hours", "What are your opening hours?", "9 to 5"),
                                 entry("ship", "How long does shipping take?", "3 days")})
               .is_ok());
@@ -256,8 +258,8 @@ TEST_CASE("Eight threads asking while an entry is updated see consistent - never
   for (int t = 0; t < 8; ++t) {
     readers.emplace_back([&, t] {
       int last_version = 0;
-      int i = t;
-      while (!stop.load()) {
+      // Bounded as well as stopped, so readers can never starve the writer.
+      for (int i = t; i < t + 50000 && !stop.load(); ++i) {
         const bool live = (i % 3) == 0;
         const std::string q = live ? "what is the current live version"
                                    : "tell me about topic number " + std::to_string(i % 50) + " please";
@@ -274,7 +276,6 @@ TEST_CASE("Eight threads asking while an entry is updated see consistent - never
         } else if (a->text != "topic " + std::to_string(i % 50)) {
           ++inconsistencies;
         }
-        ++i;
       }
     });
   }
@@ -418,4 +419,45 @@ TEST_CASE("Top intents group the cached questions by meaning - largest first", "
   CHECK(intents[0].entry_id == "shop-en-reset-password");
   CHECK(intents[1].entry_id.find("-zh-") != std::string::npos);
   CHECK(engine->top_intents(2, "other-tenant").empty());
+}
+
+TEST_CASE("Hot questions are re-answered in the background after an update", "[engine][rebuild]") {
+  auto engine = make_engine();
+  REQUIRE(engine->load_entries({entry("hours", "What are your opening hours?", "9 to 5"),
+                                entry("ship", "How long does shipping take?", "3 days")})
+              .is_ok());
+  AskOptions tenant;
+  tenant.tenant = "t1";
+  // Hot: asked, then hit once. Cold: asked once only.
+  REQUIRE(engine->ask("What are your opening hours?", tenant)->tier == AnswerTier::kKnowledge);
+  REQUIRE(engine->ask("What are your opening hours?", tenant)->tier == AnswerTier::kResultCache);
+  REQUIRE(engine->ask("opening hours", tenant)->entry_id() == "hours");
+  REQUIRE(engine->update_entry(entry("hours", "What are your opening hours?", "8 to 8")).is_ok());
+  engine->wait_for_rebuilds();
+  const auto hot = engine->ask("What are your opening hours?", tenant);
+  CHECK(hot->tier == AnswerTier::kResultCache);  // already answered afresh, in its own tenant
+  CHECK(hot->text == "8 to 8");
+  CHECK(engine->ask("opening hours", tenant)->tier != AnswerTier::kResultCache);
+  CHECK(engine->metrics().rebuilds_completed == 1);
+}
+
+TEST_CASE("Rebuild work is dropped when the queue is full", "[engine][rebuild]") {
+  EngineOptions options;
+  options.rebuild_workers = 1;
+  options.rebuild_queue_capacity = 1;
+  options.enable_semantic_cache = false;  // every phrasing keeps its own result-cache entry
+  auto engine = make_engine(options);
+  std::vector<std::string> phrasings;
+  for (int i = 0; i < 30; ++i) phrasings.push_back("opening hours variant number " + std::to_string(i));
+  REQUIRE(engine->load_entries({entry("hours", "What are your opening hours?", "9 to 5", phrasings)}).is_ok());
+  for (const auto& p : phrasings) {
+    REQUIRE(engine->ask(p).is_ok());
+    REQUIRE(engine->ask(p)->tier == AnswerTier::kResultCache);
+  }
+  REQUIRE(engine->update_entry(entry("hours", "What are your opening hours?", "8 to 8", phrasings)).is_ok());
+  engine->wait_for_rebuilds();
+  const auto m = engine->metrics();
+  CHECK(m.rebuilds_dropped > 0);
+  CHECK(m.rebuilds_completed + m.rebuilds_dropped == 30);
+  CHECK(m.rebuilds_completed >= 1);
 }

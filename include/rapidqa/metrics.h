@@ -34,6 +34,8 @@ struct RAPIDQA_EXPORT MetricsSnapshot {
   std::uint64_t semantic_cache_misses = 0;
   std::uint64_t fallback_answers = 0; // nothing matched well enough
   std::uint64_t degraded_answers = 0;
+  std::uint64_t rebuilds_completed = 0;  // hot questions re-answered in the background
+  std::uint64_t rebuilds_dropped = 0;    // rebuilds refused because the queue was full
 
   const LatencySummary& stage(Stage s) const { return stages[static_cast<std::size_t>(s)]; }
   // hits / (hits + misses), 0 when there were no lookups.

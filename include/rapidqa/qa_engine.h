@@ -65,6 +65,13 @@ struct EngineOptions {
   std::string fallback_answer = "Sorry, I don't have an answer to that question yet.";
   std::size_t top_k = 3;                   // matches reported in Answer::matches
 
+  // Hot-question rebuild: after an update or removal, questions whose cached
+  // answer had been hit at least rebuild_min_hits times are re-answered in
+  // the background, so the next asker gets a fresh answer without the miss.
+  std::size_t rebuild_workers = 1;         // background threads; 0 disables rebuilds
+  std::size_t rebuild_queue_capacity = 256;// pending rebuilds; more are dropped (counted), not queued
+  std::uint64_t rebuild_min_hits = 1;      // result-cache hits that make a question hot
+
   ComputeThreads threads;                  // applied process-wide at create()
   std::shared_ptr<Clock> clock;            // time source for TTLs; null = steady clock
 };
@@ -147,6 +154,9 @@ class RAPIDQA_EXPORT QAEngine {
   // cache (FAISS k-means over the cached question vectors); empty when the
   // semantic cache is disabled or empty.
   std::vector<CachedIntent> top_intents(std::size_t intents, const std::string& tenant = "") const;
+
+  // Blocks until every queued hot-question rebuild has run.
+  void wait_for_rebuilds();
 
   MetricsSnapshot metrics() const;
   void reset_metrics();

@@ -13,6 +13,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "rapidqa/answer.h"
 #include "rapidqa/clock.h"
@@ -55,8 +56,10 @@ class RAPIDQA_EXPORT ResultCache {
   bool erase(const std::string& key);
 
   // Removes every answer that was built from the given knowledge entry;
-  // returns how many.
-  std::size_t invalidate_entry(const std::string& entry_id);
+  // returns how many. hot_keys, when given, receives the keys of those that
+  // had been hit at least min_hits times (worth re-answering ahead of time).
+  std::size_t invalidate_entry(const std::string& entry_id, std::vector<std::string>* hot_keys = nullptr,
+                               std::uint64_t min_hits = 1);
 
   void clear();
   ResultCacheStats stats() const;

@@ -17,6 +17,7 @@ struct Slot {
   std::string key;
   Answer answer;
   Clock::time_point expires_at;
+  std::uint64_t hits = 0;
 };
 
 // One lock domain: an LRU list (most recent first) and a key index into it.
@@ -65,6 +66,7 @@ std::optional<Answer> ResultCache::lookup(const std::string& key) {
     return std::nullopt;
   }
   shard.lru.splice(shard.lru.begin(), shard.lru, it->second);
+  ++it->second->hits;
   impl_->hits.fetch_add(1, std::memory_order_relaxed);
   return it->second->answer;
 }
@@ -86,7 +88,7 @@ void ResultCache::insert(const std::string& key, Answer answer) {
     shard.lru.pop_back();
     impl_->evictions.fetch_add(1, std::memory_order_relaxed);
   }
-  shard.lru.push_front(Slot{key, std::move(answer), expires_at});
+  shard.lru.push_front(Slot{key, std::move(answer), expires_at, 0});
   shard.map.emplace(key, shard.lru.begin());
 }
 
@@ -100,12 +102,14 @@ bool ResultCache::erase(const std::string& key) {
   return true;
 }
 
-std::size_t ResultCache::invalidate_entry(const std::string& entry_id) {
+std::size_t ResultCache::invalidate_entry(const std::string& entry_id, std::vector<std::string>* hot_keys,
+                                         std::uint64_t min_hits) {
   std::size_t removed = 0;
   for (Shard& shard : impl_->shards) {
     std::lock_guard<std::mutex> lock(shard.mu);
     for (auto it = shard.lru.begin(); it != shard.lru.end();) {
       if (cache::built_from(it->answer, entry_id)) {
+        if (hot_keys && it->hits >= min_hits) hot_keys->push_back(it->key);
         shard.map.erase(it->key);
         it = shard.lru.erase(it);
         ++removed;

@@ -8,6 +8,7 @@
 
 #include "common/guard.h"
 #include "engine/knowledge_base.h"
+#include "engine/rebuild_pool.h"
 #include "metrics/metrics_registry.h"
 
 namespace rapidqa {
@@ -53,14 +54,30 @@ struct QAEngine::Impl {
   mutable std::shared_mutex knowledge_mu;         // writers: load/add/update/remove
   std::unique_ptr<engine::KnowledgeBase> knowledge;  // guarded by knowledge_mu
   metrics::MetricsRegistry metrics;
+  // Declared last, so it stops (joining its threads, which call ask()) before
+  // anything it uses is destroyed.
+  std::unique_ptr<engine::RebuildPool> rebuilds;
 
   // Drops cached answers built from an entry; knowledge_mu held exclusively,
   // so no ask can refill them from the old version in between.
-  std::size_t invalidate(const std::string& entry_id) {
+  std::size_t invalidate(const std::string& entry_id, std::vector<std::string>* hot_keys = nullptr) {
     std::size_t removed = 0;
-    if (result_cache) removed += result_cache->invalidate_entry(entry_id);
+    if (result_cache) removed += result_cache->invalidate_entry(entry_id, hot_keys, options.rebuild_min_hits);
     if (semantic_cache) removed += semantic_cache->invalidate_entry(entry_id);
     return removed;
+  }
+
+  // Re-answers invalidated hot questions in the background (knowledge_mu
+  // must not be held: each rebuild is an ask that takes it).
+  void schedule_rebuilds(const std::vector<std::string>& keys) {
+    if (!rebuilds) return;
+    for (const auto& key : keys) {
+      const auto cut = key.find('\x1f');
+      AskOptions ask_options;
+      if (cut != std::string::npos) ask_options.tenant = key.substr(0, cut);
+      std::string question = cut == std::string::npos ? key : key.substr(cut + 1);
+      rebuilds->submit([this, ask_options, question] { (void)ask(question, ask_options); });
+    }
   }
 
   // The normalised question and its result-cache key for a tenant.
@@ -242,6 +259,9 @@ Result<std::unique_ptr<QAEngine>> QAEngine::create(EngineOptions options) {
     kb.search_breadth = options.knowledge_search_breadth;
     kb.normalize = options.normalize;
     impl.knowledge = std::make_unique<engine::KnowledgeBase>(impl.encoder, kb);
+    if (options.rebuild_workers > 0) {
+      impl.rebuilds = std::make_unique<engine::RebuildPool>(options.rebuild_workers, options.rebuild_queue_capacity);
+    }
     impl.options = std::move(options);
     return engine;
   });
@@ -292,18 +312,29 @@ Status QAEngine::update_entry(KnowledgeEntry entry) {
     Status valid = validate_entry(entry);
     if (!valid.is_ok()) return valid;
     const std::string id = entry.id;
-    std::unique_lock<std::shared_mutex> lock(impl_->knowledge_mu);
-    Status s = impl_->knowledge->update(std::move(entry));
-    if (s.is_ok()) impl_->invalidate(id);
+    std::vector<std::string> hot;
+    Status s;
+    {
+      std::unique_lock<std::shared_mutex> lock(impl_->knowledge_mu);
+      s = impl_->knowledge->update(std::move(entry));
+      if (s.is_ok()) impl_->invalidate(id, &hot);
+    }
+    impl_->schedule_rebuilds(hot);
     return s;
   });
 }
 
 Status QAEngine::remove_entry(const std::string& id) {
   return detail::guarded("removing an entry", [&]() -> Status {
-    std::unique_lock<std::shared_mutex> lock(impl_->knowledge_mu);
-    Status s = impl_->knowledge->remove(id);
-    if (s.is_ok()) impl_->invalidate(id);
+    std::vector<std::string> hot;
+    Status s;
+    {
+      std::unique_lock<std::shared_mutex> lock(impl_->knowledge_mu);
+      s = impl_->knowledge->remove(id);
+      if (s.is_ok()) impl_->invalidate(id, &hot);
+    }
+    // A removed entry's hot questions now get the next best answer.
+    impl_->schedule_rebuilds(hot);
     return s;
   });
 }
@@ -420,7 +451,18 @@ std::vector<CachedIntent> QAEngine::top_intents(std::size_t intents, const std::
   }
 }
 
-MetricsSnapshot QAEngine::metrics() const { return impl_->metrics.snapshot(); }
+void QAEngine::wait_for_rebuilds() {
+  if (impl_->rebuilds) impl_->rebuilds->drain();
+}
+
+MetricsSnapshot QAEngine::metrics() const {
+  MetricsSnapshot snapshot = impl_->metrics.snapshot();
+  if (impl_->rebuilds) {
+    snapshot.rebuilds_completed = impl_->rebuilds->completed();
+    snapshot.rebuilds_dropped = impl_->rebuilds->dropped();
+  }
+  return snapshot;
+}
 void QAEngine::reset_metrics() { impl_->metrics.reset(); }
 
 void QAEngine::clear_caches() {

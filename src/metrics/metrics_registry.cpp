@@ -24,9 +24,9 @@ std::string MetricsSnapshot::format_table() const {
                        s.count, us(s.p50), us(s.p95), us(s.p99), us(s.mean));
   }
   out += fmt::format("asks {}  errors {}  result-cache hit ratio {:.3f}  semantic-cache hit ratio {:.3f}  "
-                     "fallback {}  degraded {}\n",
+                     "fallback {}  degraded {}  rebuilds {} (dropped {})\n",
                      asks, errors, result_cache_hit_ratio(), semantic_cache_hit_ratio(), fallback_answers,
-                     degraded_answers);
+                     degraded_answers, rebuilds_completed, rebuilds_dropped);
   return out;
 }
 
