@@ -77,6 +77,14 @@ rqa_status translate(Fn&& fn) noexcept {
   }
 }
 
+// A call that yields a count: the status, and the count into `out` (which
+// may be NULL) on success.
+rqa_status report_count(const rapidqa::Result<std::size_t>& count, size_t* out) {
+  if (!count) return report(count.status());
+  if (out) *out = count.value();
+  return report(rapidqa::Status::ok());
+}
+
 rapidqa::AskOptions tenant_options(const char* tenant) {
   rapidqa::AskOptions options;
   if (tenant) options.tenant = tenant;
@@ -198,10 +206,7 @@ rqa_status rqa_engine_invalidate_entry(rqa_engine* engine, const char* entry_id,
   return translate([&] {
     if (!engine) return null_argument("engine");
     if (!entry_id) return null_argument("entry_id");
-    auto count = engine->engine->invalidate_entry(entry_id);
-    if (!count) return report(count.status());
-    if (removed) *removed = count.value();
-    return report(rapidqa::Status::ok());
+    return report_count(engine->engine->invalidate_entry(entry_id), removed);
   });
 }
 
@@ -220,10 +225,7 @@ rqa_status rqa_engine_delete_cached_answer(rqa_engine* engine, const char* quest
   return translate([&] {
     if (!engine) return null_argument("engine");
     if (!question) return null_argument("question");
-    auto count = engine->engine->delete_cached_answer(question, tenant_options(tenant));
-    if (!count) return report(count.status());
-    if (removed) *removed = count.value();
-    return report(rapidqa::Status::ok());
+    return report_count(engine->engine->delete_cached_answer(question, tenant_options(tenant)), removed);
   });
 }
 
@@ -239,10 +241,7 @@ rqa_status rqa_engine_load_cache_snapshot(rqa_engine* engine, const char* path, 
   return translate([&] {
     if (!engine) return null_argument("engine");
     if (!path) return null_argument("path");
-    auto count = engine->engine->load_cache_snapshot(path);
-    if (!count) return report(count.status());
-    if (loaded) *loaded = count.value();
-    return report(rapidqa::Status::ok());
+    return report_count(engine->engine->load_cache_snapshot(path), loaded);
   });
 }
 
