@@ -50,8 +50,7 @@ Result<std::shared_ptr<ExtractiveReader>> ExtractiveReader::load(ExtractiveReade
           "qa_outputs.bias [2]); a reader needs a BertForQuestionAnswering model",
           options.model_dir));
     }
-    const auto positions = static_cast<std::size_t>(bundle->model->config.max_position_embeddings);
-    options.max_sequence_length = std::min(options.max_sequence_length, positions);
+    options.max_sequence_length = bundle->usable_sequence_length(options.max_sequence_length);
     std::shared_ptr<ExtractiveReader> reader(new ExtractiveReader());
     reader->impl_->options = std::move(options);
     reader->impl_->bundle = std::move(bundle).value();

@@ -3,6 +3,7 @@
 // tokenised texts.
 #pragma once
 
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <vector>
@@ -16,6 +17,11 @@ namespace rapidqa::model {
 struct ModelBundle {
   std::shared_ptr<const TransformerModel> model;
   std::shared_ptr<const text::WordPieceTokenizer> tokenizer;
+
+  // The longest input the model can take, no more than `wanted` tokens.
+  std::size_t usable_sequence_length(std::size_t wanted) const {
+    return std::min(wanted, static_cast<std::size_t>(model->config.max_position_embeddings));
+  }
 };
 
 // lower_case: -1 decides from tokenizer.json, tokenizer_config.json, or the

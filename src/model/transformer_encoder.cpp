@@ -53,8 +53,7 @@ Result<std::shared_ptr<TransformerEncoder>> TransformerEncoder::load(Transformer
   return detail::guarded("loading the encoder model", [&]() -> Result<std::shared_ptr<TransformerEncoder>> {
     auto bundle = model::load_model_bundle(options.model_dir, options.lower_case);
     if (!bundle) return bundle.status();
-    const auto positions = static_cast<std::size_t>(bundle->model->config.max_position_embeddings);
-    options.max_sequence_length = std::min(options.max_sequence_length, positions);
+    options.max_sequence_length = bundle->usable_sequence_length(options.max_sequence_length);
     std::shared_ptr<TransformerEncoder> encoder(new TransformerEncoder());
     encoder->impl_->options = std::move(options);
     encoder->impl_->bundle = std::move(bundle).value();
