@@ -16,6 +16,14 @@ namespace {
 
 using SteadyTime = std::chrono::steady_clock;
 
+// The separator between tenant and question in result-cache keys; the
+// background rebuild splits keys on it again.
+constexpr char kTenantSeparator = '\x1f';
+
+std::string result_cache_key(const std::string& tenant, const std::string& normalized_question) {
+  return tenant.empty() ? normalized_question : tenant + kTenantSeparator + normalized_question;
+}
+
 // Measures one stage into an Answer's timings.
 class StageTimer {
  public:
@@ -72,7 +80,7 @@ struct QAEngine::Impl {
   void schedule_rebuilds(const std::vector<std::string>& keys) {
     if (!rebuilds) return;
     for (const auto& key : keys) {
-      const auto cut = key.find('\x1f');
+      const auto cut = key.find(kTenantSeparator);
       AskOptions ask_options;
       if (cut != std::string::npos) ask_options.tenant = key.substr(0, cut);
       std::string question = cut == std::string::npos ? key : key.substr(cut + 1);
@@ -84,7 +92,7 @@ struct QAEngine::Impl {
   Result<std::pair<std::string, std::string>> cache_keys(std::string_view question, const std::string& tenant) const {
     auto normalized = normalize_text(question, options.normalize);
     if (!normalized) return normalized.status();
-    std::string key = tenant.empty() ? normalized.value() : tenant + '\x1f' + normalized.value();
+    std::string key = result_cache_key(tenant, normalized.value());
     return std::make_pair(std::move(normalized).value(), std::move(key));
   }
 
@@ -155,7 +163,7 @@ struct QAEngine::Impl {
     }
     const std::string& question_key = normalized.value();
     // Result-cache keys carry the tenant, so tenants never share an entry.
-    const std::string key = ask_options.tenant.empty() ? question_key : ask_options.tenant + '\x1f' + question_key;
+    const std::string key = result_cache_key(ask_options.tenant, question_key);
 
     auto finish = [&](Answer&& a, bool semantic_looked_up) -> Result<Answer> {
       a.timings = timings;
