@@ -281,6 +281,9 @@ TEST_CASE("Eight threads asking while an entry is updated see consistent - never
       }
     });
   }
+  // The updates start once the readers are asking: on a fast machine the
+  // writer could otherwise finish before any reader ran.
+  while (asks.load() < 200) std::this_thread::yield();
   for (int v = 1; v <= 200; ++v) {
     REQUIRE(engine->update_entry(entry("live", "what is the current live version", "version " + std::to_string(v)))
                 .is_ok());

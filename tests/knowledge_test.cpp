@@ -107,3 +107,18 @@ TEST_CASE("A single entry parses from JSON for run-time adds", "[knowledge]") {
   rapidqa::KnowledgeEntry long_id{std::string(300, 'x'), "Q", {}, "A", "", {}, 0};
   CHECK(rapidqa::validate_entry(long_id).message().find("300 bytes") != std::string::npos);
 }
+
+TEST_CASE("An entry's cache TTL is read, checked and written back", "[knowledge]") {
+  const auto e = rapidqa::parse_knowledge_entry_json(
+      R"({"id":"hours","question":"When are you open?","answer":"9 to 5","cache_ttl_seconds":60})");
+  REQUIRE(e.is_ok());
+  CHECK(e->cache_ttl == std::chrono::minutes(1));
+  const auto again = rapidqa::parse_knowledge_entry_json(rapidqa::knowledge_entry_to_json(*e));
+  REQUIRE(again.is_ok());
+  CHECK(again->cache_ttl == std::chrono::minutes(1));
+  CHECK(again->question == e->question);
+  const auto bad = rapidqa::parse_knowledge_entry_json(R"({"id":"x","question":"Q","answer":"A","cache_ttl_seconds":-5})");
+  CHECK(bad.status().message().find("cache_ttl_seconds") != std::string::npos);
+  const auto text = rapidqa::parse_knowledge_entry_json(R"({"id":"x","question":"Q","answer":"A","cache_ttl_seconds":"1h"})");
+  CHECK(text.status().message().find("expected a number") != std::string::npos);
+}

@@ -4,6 +4,7 @@
 // Thread safety: value type; thread-compatible.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -20,6 +21,10 @@ struct KnowledgeEntry {
   // Assigned by the engine: 1 when first added, +1 on every update. Cached
   // answers record it so a changed entry is never served from a cache.
   std::uint64_t version = 0;
+  // How long answers built from this entry may stay in any cache tier, when
+  // shorter than the tier's own TTL (volatile facts: opening hours, stock
+  // levels). 0 = the tiers' TTLs. JSONL field `cache_ttl_seconds`.
+  std::chrono::milliseconds cache_ttl{0};
 };
 
 }  // namespace rapidqa

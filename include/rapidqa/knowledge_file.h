@@ -1,6 +1,7 @@
 // Reading a knowledge base from JSONL: one JSON object per line with the
 // fields id, question, answer (required strings), alternates and tags
-// (optional arrays of strings) and context (optional string). Blank lines
+// (optional arrays of strings), context (optional string) and
+// cache_ttl_seconds (optional positive number). Blank lines
 // and lines starting with '#' are skipped.
 //
 // A file with a bad line is rejected whole by default, so a typo never
@@ -45,6 +46,8 @@ RAPIDQA_EXPORT Result<KnowledgeFile> read_knowledge_file(const std::string& path
                                                          const KnowledgeFileOptions& options = {});
 // Parses one entry from a JSON object in the same format as a file line.
 RAPIDQA_EXPORT Result<KnowledgeEntry> parse_knowledge_entry_json(const std::string& json_object);
+// The entry as one JSON object in the same format (version not included).
+RAPIDQA_EXPORT std::string knowledge_entry_to_json(const KnowledgeEntry& entry);
 // Checks one entry's fields (used for run-time adds and updates too).
 RAPIDQA_EXPORT Status validate_entry(const KnowledgeEntry& entry);
 

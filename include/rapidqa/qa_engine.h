@@ -31,6 +31,7 @@
 #include "rapidqa/hashing_encoder.h"
 #include "rapidqa/knowledge_entry.h"
 #include "rapidqa/knowledge_file.h"
+#include "rapidqa/log.h"
 #include "rapidqa/metrics.h"
 #include "rapidqa/reader.h"
 #include "rapidqa/result_cache.h"
@@ -73,6 +74,7 @@ struct EngineOptions {
   std::uint64_t rebuild_min_hits = 1;      // result-cache hits that make a question hot
 
   ComputeThreads threads;                  // applied process-wide at create()
+  LogSink log = stderr_log_sink();         // background events (Redis outages, ...); null = silent
   std::shared_ptr<Clock> clock;            // time source for TTLs; null = steady clock
 };
 

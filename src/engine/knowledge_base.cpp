@@ -132,6 +132,15 @@ Status KnowledgeBase::update(KnowledgeEntry entry) {
   return store(std::move(entry), version);
 }
 
+Result<bool> KnowledgeBase::store_if_newer(KnowledgeEntry entry) {
+  const auto it = entries_.find(entry.id);
+  if (it != entries_.end() && it->second.entry.version >= entry.version) return false;
+  const std::uint64_t version = std::max<std::uint64_t>(entry.version, 1);
+  Status s = store(std::move(entry), version);
+  if (!s.is_ok()) return s;
+  return true;
+}
+
 Status KnowledgeBase::remove(const std::string& id) {
   const auto it = entries_.find(id);
   if (it == entries_.end()) return Status::not_found(fmt::format("no entry with id '{}'", id));

@@ -39,6 +39,10 @@ class KnowledgeBase {
   Status add(KnowledgeEntry entry);
   Status update(KnowledgeEntry entry);
   Status remove(const std::string& id);
+  // Stores a change made on another instance, keeping its version: applied
+  // (true) when the entry is new here or the change is newer than the local
+  // copy; an equal or older version is left alone (false).
+  Result<bool> store_if_newer(KnowledgeEntry entry);
   // Refits the encoder on the current phrasings and re-encodes them.
   Status reindex();
 

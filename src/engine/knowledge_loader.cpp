@@ -51,10 +51,23 @@ std::string parse_line(const std::string& line, KnowledgeEntry& entry) {
   }
   if (!obj.is_object()) return fmt::format("expected a JSON object, got {}", obj.type_name());
   for (const auto& [key, value] : obj.items()) {
-    static const char* const kKnown[] = {"id", "question", "alternates", "answer", "context", "tags"};
+    static const char* const kKnown[] = {"id", "question", "alternates", "answer", "context", "tags",
+                                         "cache_ttl_seconds"};
     bool known = false;
     for (const char* k : kKnown) known = known || key == k;
-    if (!known) return fmt::format("unknown field '{}' (expected id, question, alternates, answer, context, tags)", key);
+    if (!known) {
+      return fmt::format(
+          "unknown field '{}' (expected id, question, alternates, answer, context, tags, cache_ttl_seconds)", key);
+    }
+  }
+  if (const auto ttl = obj.find("cache_ttl_seconds"); ttl != obj.end() && !ttl->is_null()) {
+    if (!ttl->is_number()) return fmt::format("field 'cache_ttl_seconds': expected a number, got {}", ttl->type_name());
+    const double seconds = ttl->get<double>();
+    // At least a millisecond, at most a year: anything else is a typo.
+    if (!(seconds >= 0.001 && seconds <= 366.0 * 24 * 3600)) {
+      return fmt::format("field 'cache_ttl_seconds': {} is outside [0.001, 31622400]", seconds);
+    }
+    entry.cache_ttl = std::chrono::milliseconds(static_cast<std::int64_t>(seconds * 1000.0 + 0.5));
   }
   for (const auto& message : {read_string(obj, "id", true, entry.id),
                               read_string(obj, "question", true, entry.question),
@@ -89,6 +102,7 @@ Status validate_entry(const KnowledgeEntry& entry) {
   for (std::size_t i = 0; problem.empty() && i < entry.alternates.size(); ++i) {
     problem = non_empty(fmt::format("alternates[{}]", i), entry.alternates[i]);
   }
+  if (problem.empty() && entry.cache_ttl.count() < 0) problem = "field 'cache_ttl_seconds': must not be negative";
   if (problem.empty() && text::find_invalid_utf8(entry.context) != std::string::npos) {
     problem = "field 'context': not valid UTF-8";
   }
@@ -139,6 +153,15 @@ Result<KnowledgeFile> parse_knowledge_jsonl(std::istream& in, const std::string&
     file.skipped = std::move(errors);
     return file;
   });
+}
+
+std::string knowledge_entry_to_json(const KnowledgeEntry& entry) {
+  json obj = {{"id", entry.id}, {"question", entry.question}, {"answer", entry.answer}};
+  if (!entry.alternates.empty()) obj["alternates"] = entry.alternates;
+  if (!entry.context.empty()) obj["context"] = entry.context;
+  if (!entry.tags.empty()) obj["tags"] = entry.tags;
+  if (entry.cache_ttl.count() > 0) obj["cache_ttl_seconds"] = static_cast<double>(entry.cache_ttl.count()) / 1000.0;
+  return obj.dump();
 }
 
 Result<KnowledgeEntry> parse_knowledge_entry_json(const std::string& json_object) {

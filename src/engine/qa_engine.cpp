@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <mutex>
+#include <random>
 #include <shared_mutex>
 
 #include <fmt/format.h>
 
+#include "cache/knowledge_change.h"
 #include "common/guard.h"
 #include "engine/knowledge_base.h"
 #include "engine/rebuild_pool.h"
@@ -39,6 +41,14 @@ class StageTimer {
   SteadyTime::time_point start_;
 };
 
+// Names this engine on the change bus and in Redis, so an instance can tell
+// its own changes from its peers'.
+std::string random_instance_id() {
+  std::random_device device;
+  std::mt19937_64 generator((static_cast<std::uint64_t>(device()) << 32) ^ device());
+  return fmt::format("{:016x}", generator());
+}
+
 Status validate_options(const EngineOptions& o) {
   if (o.encoder && o.encoder->dimension() == 0) return Status::invalid_argument("encoder has dimension 0");
   if (!o.encoder && o.hashing.dimension == 0) return Status::invalid_argument("hashing.dimension must be positive");
@@ -66,13 +76,83 @@ struct QAEngine::Impl {
   // anything it uses is destroyed.
   std::unique_ptr<engine::RebuildPool> rebuilds;
 
-  // Drops cached answers built from an entry; knowledge_mu held exclusively,
-  // so no ask can refill them from the old version in between.
-  std::size_t invalidate(const std::string& entry_id, std::vector<std::string>* hot_keys = nullptr) {
-    std::size_t removed = 0;
-    if (result_cache) removed += result_cache->invalidate_entry(entry_id, hot_keys, options.rebuild_min_hits);
-    if (semantic_cache) removed += semantic_cache->invalidate_entry(entry_id);
-    return removed;
+  // Every knowledge change reaches the tiers (and the Redis relay) through
+  // this bus; see cache/knowledge_change.h.
+  cache::ChangeBus changes;
+  std::string instance_id = random_instance_id();
+  // What the tiers' subscribers report for the change being published;
+  // written and read with knowledge_mu held exclusively.
+  std::size_t change_removed = 0;
+  std::vector<std::string> change_hot_keys;
+
+  void subscribe_tiers() {
+    changes.subscribe([this](const cache::KnowledgeChange& change) {
+      if (change.kind == cache::KnowledgeChange::Kind::kReload) {
+        if (result_cache) result_cache->clear();
+        if (semantic_cache) semantic_cache->clear();
+        return;
+      }
+      if (result_cache) {
+        change_removed += result_cache->invalidate_entry(change.entry_id, &change_hot_keys, options.rebuild_min_hits);
+      }
+      if (semantic_cache) change_removed += semantic_cache->invalidate_entry(change.entry_id);
+    });
+  }
+
+  // Publishes a change to every tier and subscriber; knowledge_mu held
+  // exclusively (the knowledge is updated first, then the caches, and no ask
+  // can refill a cache from the old version in between). Returns how many
+  // cached answers went; hot_keys receives the result-cache keys worth
+  // re-answering.
+  std::size_t publish(cache::KnowledgeChange change, std::vector<std::string>* hot_keys = nullptr) {
+    if (change.origin.empty()) change.origin = instance_id;
+    change_removed = 0;
+    change_hot_keys.clear();
+    changes.publish(change);
+    if (hot_keys) *hot_keys = std::move(change_hot_keys);
+    change_hot_keys.clear();
+    return change_removed;
+  }
+
+  // Applies a change another instance made (delivered by the Redis relay):
+  // the knowledge first, when the change is newer than the local copy, then
+  // the caches, whatever the versions (dropping a cached answer is always
+  // safe). Hot questions are re-answered here as after a local update.
+  void apply_remote_change(const cache::KnowledgeChange& change) {
+    std::vector<std::string> hot;
+    {
+      std::unique_lock<std::shared_mutex> lock(knowledge_mu);
+      using Kind = cache::KnowledgeChange::Kind;
+      if (change.kind == Kind::kUpsert && change.entry) {
+        KnowledgeEntry entry = *change.entry;
+        entry.version = change.version;
+        auto applied = knowledge->store_if_newer(std::move(entry));
+        if (!applied) {
+          log(LogLevel::kWarning, fmt::format("change to entry '{}' from instance {} not applied: {}",
+                                              change.entry_id, change.origin, applied.status().message()));
+        }
+      } else if (change.kind == Kind::kRemove && knowledge->find(change.entry_id)) {
+        (void)knowledge->remove(change.entry_id);
+      }
+      publish(change, &hot);
+    }
+    schedule_rebuilds(hot);
+  }
+
+  // The change event for an entry just added or updated; knowledge_mu held.
+  cache::KnowledgeChange upsert_change(const std::string& id) const {
+    cache::KnowledgeChange change;
+    change.kind = cache::KnowledgeChange::Kind::kUpsert;
+    change.entry_id = id;
+    if (const KnowledgeEntry* stored = knowledge->find(id)) {
+      change.version = stored->version;
+      change.entry = *stored;
+    }
+    return change;
+  }
+
+  void log(LogLevel level, const std::string& message) const {
+    if (options.log) options.log(level, message);
   }
 
   // Re-answers invalidated hot questions in the background (knowledge_mu
@@ -267,6 +347,7 @@ Result<std::unique_ptr<QAEngine>> QAEngine::create(EngineOptions options) {
     kb.search_breadth = options.knowledge_search_breadth;
     kb.normalize = options.normalize;
     impl.knowledge = std::make_unique<engine::KnowledgeBase>(impl.encoder, kb);
+    impl.subscribe_tiers();
     if (options.rebuild_workers > 0) {
       impl.rebuilds = std::make_unique<engine::RebuildPool>(options.rebuild_workers, options.rebuild_queue_capacity);
     }
@@ -297,8 +378,9 @@ Result<KnowledgeLoadReport> QAEngine::load_entries(std::vector<KnowledgeEntry> e
     std::unique_lock<std::shared_mutex> lock(impl_->knowledge_mu);
     Status s = impl_->knowledge->replace_all(std::move(entries));
     if (!s.is_ok()) return s;
-    if (impl_->result_cache) impl_->result_cache->clear();
-    if (impl_->semantic_cache) impl_->semantic_cache->clear();
+    cache::KnowledgeChange reload;
+    reload.kind = cache::KnowledgeChange::Kind::kReload;
+    impl_->publish(std::move(reload));
     KnowledgeLoadReport report;
     report.entries = impl_->knowledge->size();
     report.phrasings = impl_->knowledge->phrasing_count();
@@ -311,7 +393,10 @@ Status QAEngine::add_entry(KnowledgeEntry entry) {
     Status valid = validate_entry(entry);
     if (!valid.is_ok()) return valid;
     std::unique_lock<std::shared_mutex> lock(impl_->knowledge_mu);
-    return impl_->knowledge->add(std::move(entry));
+    const std::string id = entry.id;
+    Status s = impl_->knowledge->add(std::move(entry));
+    if (s.is_ok()) impl_->publish(impl_->upsert_change(id));
+    return s;
   });
 }
 
@@ -325,7 +410,7 @@ Status QAEngine::update_entry(KnowledgeEntry entry) {
     {
       std::unique_lock<std::shared_mutex> lock(impl_->knowledge_mu);
       s = impl_->knowledge->update(std::move(entry));
-      if (s.is_ok()) impl_->invalidate(id, &hot);
+      if (s.is_ok()) impl_->publish(impl_->upsert_change(id), &hot);
     }
     impl_->schedule_rebuilds(hot);
     return s;
@@ -339,7 +424,12 @@ Status QAEngine::remove_entry(const std::string& id) {
     {
       std::unique_lock<std::shared_mutex> lock(impl_->knowledge_mu);
       s = impl_->knowledge->remove(id);
-      if (s.is_ok()) impl_->invalidate(id, &hot);
+      if (s.is_ok()) {
+        cache::KnowledgeChange removal;
+        removal.kind = cache::KnowledgeChange::Kind::kRemove;
+        removal.entry_id = id;
+        impl_->publish(std::move(removal), &hot);
+      }
     }
     // A removed entry's hot questions now get the next best answer.
     impl_->schedule_rebuilds(hot);
@@ -427,8 +517,13 @@ Result<std::size_t> QAEngine::delete_cached_answer(std::string_view question, co
 Result<std::size_t> QAEngine::invalidate_entry(const std::string& id) {
   return detail::guarded("invalidating an entry", [&]() -> Result<std::size_t> {
     std::unique_lock<std::shared_mutex> lock(impl_->knowledge_mu);
-    if (!impl_->knowledge->find(id)) return Status::not_found(fmt::format("no entry with id '{}'", id));
-    return impl_->invalidate(id);
+    const KnowledgeEntry* stored = impl_->knowledge->find(id);
+    if (!stored) return Status::not_found(fmt::format("no entry with id '{}'", id));
+    cache::KnowledgeChange change;
+    change.kind = cache::KnowledgeChange::Kind::kInvalidate;
+    change.entry_id = id;
+    change.version = stored->version;
+    return impl_->publish(std::move(change));
   });
 }
 
