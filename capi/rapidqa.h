@@ -60,7 +60,8 @@ typedef enum rqa_tier {
   RQA_TIER_RESULT_CACHE = 0,   /* exact question seen recently */
   RQA_TIER_SEMANTIC_CACHE = 1, /* similar question answered recently */
   RQA_TIER_KNOWLEDGE = 2,      /* retrieved from the knowledge base */
-  RQA_TIER_FALLBACK = 3        /* nothing matched well enough */
+  RQA_TIER_FALLBACK = 3,       /* nothing matched well enough */
+  RQA_TIER_KNOWLEDGE_CACHE = 4 /* this question's retrieval seen recently, its entries unchanged */
 } rqa_tier;
 
 /* Engine options. Always initialise with rqa_engine_options_init, which sets

@@ -234,12 +234,18 @@ TEST_CASE("Cache TTLs follow the injected clock", "[engine]") {
   EngineOptions options;
   options.clock = clock;
   auto engine = faq_engine(options);
+  AskOptions similar;
+  similar.semantic_threshold = 0.5f;
   REQUIRE(engine->ask("How do I reset my password?")->tier == AnswerTier::kKnowledge);
   clock->advance(4min);
   CHECK(engine->ask("How do I reset my password?")->tier == AnswerTier::kResultCache);
-  clock->advance(2min);  // result tier (5 min) expired, semantic tier (1 h) not
-  CHECK(engine->ask("How do I reset my password?")->tier == AnswerTier::kSemanticCache);
+  clock->advance(2min);  // result tier (5 min) expired, knowledge (24 h) and semantic (1 h) tiers not
+  CHECK(engine->ask("How do I reset my password?")->tier == AnswerTier::kKnowledgeCache);
+  CHECK(engine->ask("how can I reset my password", similar)->tier == AnswerTier::kSemanticCache);
   clock->advance(61min);
+  CHECK(engine->ask("How do I reset my password?")->tier == AnswerTier::kKnowledgeCache);
+  CHECK(engine->ask("how could I reset my password", similar)->tier == AnswerTier::kKnowledge);
+  clock->advance(24h);
   CHECK(engine->ask("How do I reset my password?")->tier == AnswerTier::kKnowledge);
 }
 
@@ -335,7 +341,7 @@ TEST_CASE("A corrected cached answer is served until its entry changes", "[engin
   // The correction keeps its provenance: updating the entry drops it.
   REQUIRE(engine->update_entry(entry("hours", "What are your opening hours?", "8 to 8")).is_ok());
   CHECK(engine->ask("What are your opening hours?")->text == "8 to 8");
-  CHECK(engine->delete_cached_answer("What are your opening hours?").value() == 2);
+  CHECK(engine->delete_cached_answer("What are your opening hours?").value() == 3);  // result, knowledge, semantic
   CHECK(engine->delete_cached_answer("What are your opening hours?").value() == 0);
   CHECK(engine->correct_cached_answer("", "x").code() == StatusCode::kInvalidArgument);
   CHECK(engine->invalidate_entry("nope").status().code() == StatusCode::kNotFound);
@@ -486,4 +492,90 @@ TEST_CASE("A full rebuild queue drops new work instead of growing", "[engine][re
   CHECK(ran.load() == 1);
   CHECK(pool.completed() == 2);
   CHECK(pool.dropped() == 4);
+}
+
+TEST_CASE("An entry's cache TTL bounds every tier", "[engine][policy]") {
+  auto clock = std::make_shared<rapidqa::ManualClock>();
+  EngineOptions options;
+  options.clock = clock;
+  auto engine = make_engine(options);
+  auto hours = entry("hours", "What are your opening hours today?", "9 to 5");
+  hours.cache_ttl = 1min;
+  REQUIRE(engine->load_entries({hours, entry("returns", "How do I return an item?", "Use the form")}).is_ok());
+  REQUIRE(engine->ask("What are your opening hours today?")->tier == AnswerTier::kKnowledge);
+  REQUIRE(engine->ask("How do I return an item?")->tier == AnswerTier::kKnowledge);
+  clock->advance(30s);
+  CHECK(engine->ask("What are your opening hours today?")->tier == AnswerTier::kResultCache);
+  clock->advance(31s);
+  // Past the entry's minute: no tier may answer from the cache any more.
+  CHECK(engine->ask("What are your opening hours today?")->tier == AnswerTier::kKnowledge);
+  CHECK(engine->ask("How do I return an item?")->tier == AnswerTier::kResultCache);
+}
+
+TEST_CASE("An answer from the knowledge tier is checked against the entries' versions", "[engine]") {
+  auto clock = std::make_shared<rapidqa::ManualClock>();
+  EngineOptions options;
+  options.clock = clock;
+  options.enable_semantic_cache = false;
+  auto engine = make_engine(options);
+  REQUIRE(engine->load_entries({entry("fee", "What is the delivery fee?", "5 euro")}).is_ok());
+  REQUIRE(engine->ask("What is the delivery fee?")->text == "5 euro");
+  clock->advance(10min);  // past the result tier
+  const auto cached = engine->ask("What is the delivery fee?");
+  CHECK(cached->tier == AnswerTier::kKnowledgeCache);
+  CHECK(cached->matches.front().version == 1);
+  REQUIRE(engine->update_entry(entry("fee", "What is the delivery fee?", "free")).is_ok());
+  const auto fresh = engine->ask("What is the delivery fee?");
+  CHECK(fresh->text == "free");
+  CHECK(fresh->tier == AnswerTier::kKnowledge);
+  CHECK(fresh->matches.front().version == 2);
+}
+
+TEST_CASE("An added entry takes over the cached questions it answers better", "[engine]") {
+  auto engine = make_engine();
+  REQUIRE(engine->load_entries({entry("place", "How do I place an order?", "Add items to the cart"),
+                                entry("hours", "What are your opening hours?", "9 to 5")})
+              .is_ok());
+  const auto before = engine->ask("How do I cancel an order?");
+  REQUIRE(before->entry_id() == "place");  // the best there is, for now
+  REQUIRE(engine->ask("What are your opening hours?")->tier == AnswerTier::kKnowledge);
+  REQUIRE(engine->add_entry(entry("cancel", "How do I cancel an order?", "Open the order and press cancel")).is_ok());
+  const auto after = engine->ask("How do I cancel an order?");
+  CHECK(after->entry_id() == "cancel");
+  CHECK(after->tier == AnswerTier::kKnowledge);
+  // Questions the new entry does not beat keep their cached answers.
+  CHECK(engine->ask("What are your opening hours?")->tier == AnswerTier::kResultCache);
+  CHECK(engine->metrics().cache_displacements >= 1);
+}
+
+TEST_CASE("A tenant's own semantic threshold sits between the global one and the request's", "[engine][tenant]") {
+  auto engine = faq_engine();
+  AskOptions lenient, strict;
+  lenient.tenant = "lenient";
+  strict.tenant = "strict";
+  for (const auto* o : {&lenient, &strict}) REQUIRE(engine->ask("How do I reset my password?", *o).is_ok());
+  REQUIRE(engine->set_tenant_semantic_threshold("lenient", 0.5f).is_ok());
+  CHECK(engine->ask("how can I reset my password", lenient)->tier == AnswerTier::kSemanticCache);
+  CHECK(engine->ask("how can I reset my password", strict)->tier != AnswerTier::kSemanticCache);
+  CHECK(engine->set_tenant_semantic_threshold("x", 0.0f).code() == StatusCode::kInvalidArgument);
+}
+
+TEST_CASE("Bounded tiers evict and the engine's metrics count it", "[engine][policy]") {
+  EngineOptions options;
+  options.result_cache.capacity = 4;
+  options.result_cache.shards = 1;
+  options.knowledge_cache.capacity = 4;
+  options.knowledge_cache.shards = 1;
+  options.semantic_cache.capacity_bytes = 16 * 1024;
+  auto engine = faq_engine(options);
+  for (const char* q : {"How do I reset my password?", "如何重置密码？", "How do I open a bank account?",
+                        "Where is my order?", "How do I return an item?", "How do I close my account?",
+                        "What payment methods do you accept?", "How do I change my address?"}) {
+    REQUIRE(engine->ask(q).is_ok());
+  }
+  const auto m = engine->metrics();
+  CHECK(m.cache_evictions >= 8);  // 4 from each exact tier at least
+  CHECK(m.cache_entries <= 4 + 4 + 8);
+  CHECK(m.cache_bytes > 0);
+  CHECK(m.cache_bytes <= 2 * 4 * 4096 + 16 * 1024);
 }

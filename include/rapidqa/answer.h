@@ -22,6 +22,8 @@ enum class AnswerTier {
   kSemanticCache,  // a similar enough question was answered recently
   kKnowledge,      // retrieved from the knowledge base
   kFallback,       // nothing matched well enough: the fallback text
+  kKnowledgeCache, // this exact question's retrieval (and reading) seen within the knowledge tier's TTL,
+                   // every entry it came from unchanged since
 };
 RAPIDQA_EXPORT const char* answer_tier_name(AnswerTier tier) noexcept;
 

@@ -32,15 +32,25 @@ struct RAPIDQA_EXPORT MetricsSnapshot {
   std::uint64_t result_cache_misses = 0;
   std::uint64_t semantic_cache_hits = 0;
   std::uint64_t semantic_cache_misses = 0;
+  std::uint64_t knowledge_cache_hits = 0;
+  std::uint64_t knowledge_cache_misses = 0;
   std::uint64_t fallback_answers = 0; // nothing matched well enough
   std::uint64_t degraded_answers = 0;
   std::uint64_t rebuilds_completed = 0;  // hot questions re-answered in the background
   std::uint64_t rebuilds_dropped = 0;    // rebuilds refused because the queue was full
+  // The three tiers together (result, semantic, knowledge):
+  std::uint64_t cache_evictions = 0;     // answers dropped to stay within the entry or byte bounds
+  std::uint64_t cache_expirations = 0;   // answers dropped because their TTL passed
+  std::uint64_t cache_invalidations = 0; // answers dropped because their knowledge changed
+  std::uint64_t cache_displacements = 0; // answers dropped because an added or changed entry answers better
+  std::size_t cache_entries = 0;         // answers held now
+  std::size_t cache_bytes = 0;           // estimated bytes held now
 
   const LatencySummary& stage(Stage s) const { return stages[static_cast<std::size_t>(s)]; }
   // hits / (hits + misses), 0 when there were no lookups.
   double result_cache_hit_ratio() const;
   double semantic_cache_hit_ratio() const;
+  double knowledge_cache_hit_ratio() const;
   // A fixed-width table of every stage's count and p50/p95/p99 in µs.
   std::string format_table() const;
 };

@@ -54,9 +54,17 @@ struct EngineOptions {
   std::size_t reader_passages = 3;         // best entries whose contexts the reader reads
 
   NormalizeOptions normalize;              // question normalisation and size limit
-  ResultCacheOptions result_cache;         // exact tier (TTL 5 min by default)
+  // The three cache tiers, looked up in this order. Each has its own TTL
+  // (absolute or sliding), entry and byte bounds and eviction policy; an
+  // entry's cache_ttl shortens every tier's TTL for answers built from it.
+  ResultCacheOptions result_cache;         // finished answers by exact question (TTL 5 min)
+  // What retrieval and the reader found for an exact question: the entries
+  // (with versions) and the span; served only while each entry is at that
+  // version, so it can live long (TTL 24 h).
+  ResultCacheOptions knowledge_cache = knowledge_cache_defaults();
   SemanticCacheOptions semantic_cache;     // similar-question tier (TTL 1 h); dimension is taken from the encoder
   bool enable_result_cache = true;
+  bool enable_knowledge_cache = true;
   bool enable_semantic_cache = true;
 
   std::size_t knowledge_exact_limit = 2048;  // above this many phrasings, retrieval uses HNSW instead of exact search
@@ -80,7 +88,7 @@ struct EngineOptions {
 
 struct AskOptions {
   std::string tenant;                      // cache namespace; answers are never shared between tenants
-  bool use_cache = true;                   // false: skip both cache tiers (no lookup, no fill)
+  bool use_cache = true;                   // false: skip every cache tier (no lookup, no fill)
   std::optional<float> semantic_threshold; // override SemanticCacheOptions::similarity_threshold
   std::optional<std::size_t> top_k;        // override EngineOptions::top_k
   std::optional<float> min_answer_score;   // override EngineOptions::min_answer_score
@@ -119,6 +127,11 @@ class RAPIDQA_EXPORT QAEngine {
   // A copy of the entry as stored (with its version), or kNotFound.
   Result<KnowledgeEntry> entry(const std::string& id) const;
   std::size_t entry_count() const;
+
+  // Sets (or with nullopt removes) a tenant's own semantic-cache threshold,
+  // between the global default and a request's own; kInvalidArgument
+  // outside (0, 1], kFailedPrecondition when the semantic cache is disabled.
+  Status set_tenant_semantic_threshold(const std::string& tenant, std::optional<float> threshold);
 
   // Re-learns the encoder's corpus statistics (IDF) from the current
   // knowledge and re-encodes it; load_knowledge does this itself, later
@@ -162,7 +175,7 @@ class RAPIDQA_EXPORT QAEngine {
 
   MetricsSnapshot metrics() const;
   void reset_metrics();
-  // Drops every cached answer of both tiers.
+  // Drops every cached answer of every tier.
   void clear_caches();
 
   const Encoder& encoder() const;

@@ -1,7 +1,11 @@
-// ResultCache: the exact tier. Maps a normalised question to the Answer
-// given for it, for a limited time (TTL) and a bounded number of entries
-// (least recently used first out). A hit costs one hash and one lock of a
-// shard, so it answers repeated questions in microseconds.
+// ResultCache: an exact tier. Maps a key (a normalised question and its
+// tenant) to the Answer given for it, for a limited time (TTL, absolute or
+// sliding, per cache and per answer) within bounds on entries and bytes
+// (least recently or least frequently used first out). A hit costs one hash
+// and one lock of a shard, so it answers repeated questions in
+// microseconds. QAEngine keeps two: the result tier (finished answers,
+// 5 min) and the knowledge tier (what retrieval and the reader found for a
+// question, 24 h, checked against the entries' versions on every hit).
 //
 // Thread safety: thread-safe. The cache is split into shards, each with its
 // own mutex, so concurrent askers rarely wait on each other.
@@ -16,25 +20,37 @@
 #include <vector>
 
 #include "rapidqa/answer.h"
+#include "rapidqa/cache_policy.h"
 #include "rapidqa/clock.h"
 #include "rapidqa/export.h"
 
 namespace rapidqa {
 
 struct ResultCacheOptions {
-  std::size_t capacity = 100000;              // most entries kept (all shards together)
-  std::chrono::milliseconds ttl{5 * 60 * 1000};  // expiry after insertion (5 min)
+  std::size_t capacity = 100000;              // most entries kept (all shards together); 0 keeps nothing
+  std::size_t capacity_bytes = 0;             // most bytes of answers and keys kept; 0 = no byte bound
+  std::chrono::milliseconds ttl{5 * 60 * 1000};  // expiry (5 min); an insert may ask for less
+  ExpiryMode expiry = ExpiryMode::kAbsolute;  // TTL from insertion, or from the last hit
+  EvictionPolicy eviction = EvictionPolicy::kLeastRecentlyUsed;  // what goes first when full
   std::size_t shards = 16;                    // independent lock domains; at least 1
   std::shared_ptr<Clock> clock;               // time source; null = steady clock
 };
+
+// The knowledge tier's defaults: the same store with a 24 h TTL.
+inline ResultCacheOptions knowledge_cache_defaults() {
+  ResultCacheOptions o;
+  o.ttl = std::chrono::hours(24);
+  return o;
+}
 
 struct ResultCacheStats {
   std::uint64_t hits = 0;
   std::uint64_t misses = 0;       // includes lookups that found an expired entry
   std::uint64_t expirations = 0;  // entries dropped because their TTL passed
-  std::uint64_t evictions = 0;    // entries dropped to stay within capacity
+  std::uint64_t evictions = 0;    // entries dropped to stay within capacity (entries or bytes)
   std::uint64_t invalidations = 0;// entries dropped because their knowledge changed
   std::size_t size = 0;           // entries held now
+  std::size_t bytes = 0;          // estimated bytes held now (answers and keys)
 };
 
 class RAPIDQA_EXPORT ResultCache {
@@ -44,13 +60,16 @@ class RAPIDQA_EXPORT ResultCache {
   ResultCache(const ResultCache&) = delete;
   ResultCache& operator=(const ResultCache&) = delete;
 
-  // The answer stored under key if it has not expired; refreshes its
-  // recency. An expired entry is removed and never returned.
+  // The answer stored under key if it has not expired; counts the hit
+  // (recency, frequency, and with sliding expiry a fresh TTL). An expired
+  // entry is removed and never returned.
   std::optional<Answer> lookup(const std::string& key);
 
-  // Stores (or replaces) the answer for key, evicting the least recently
-  // used entry of the shard when it is full.
-  void insert(const std::string& key, Answer answer);
+  // Stores (or replaces) the answer for key for the cache's TTL, or for ttl
+  // when positive and shorter; evicts by the policy when the shard is full
+  // by count or by bytes. An answer larger than the shard's byte bound is
+  // not stored.
+  void insert(const std::string& key, Answer answer, std::chrono::milliseconds ttl = std::chrono::milliseconds(0));
 
   // Removes key; returns whether it was there.
   bool erase(const std::string& key);

@@ -17,12 +17,14 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "rapidqa/answer.h"
+#include "rapidqa/cache_policy.h"
 #include "rapidqa/clock.h"
 #include "rapidqa/export.h"
 #include "rapidqa/status.h"
@@ -32,8 +34,14 @@ namespace rapidqa {
 struct SemanticCacheOptions {
   std::size_t dimension = 384;                  // vector length; must match the encoder
   float similarity_threshold = 0.92f;           // cosine needed for a hit, in (0, 1]
-  std::chrono::milliseconds ttl{60 * 60 * 1000};// expiry after insertion (1 h)
-  std::size_t capacity = 100000;                // most entries; the oldest go first
+  // Per-namespace thresholds, overriding similarity_threshold for a tenant
+  // (a request's own threshold overrides both); each in (0, 1].
+  std::map<std::string, float> tenant_thresholds;
+  std::chrono::milliseconds ttl{60 * 60 * 1000};// expiry (1 h); an insert may ask for less
+  ExpiryMode expiry = ExpiryMode::kAbsolute;    // TTL from insertion, or from the last hit
+  std::size_t capacity = 100000;                // most entries, all namespaces together; 0 keeps nothing
+  std::size_t capacity_bytes = 0;               // most bytes (answers, questions, vectors, index); 0 = no bound
+  EvictionPolicy eviction = EvictionPolicy::kLeastRecentlyUsed;  // what goes first when full
   std::size_t exact_index_limit = 4096;         // above this many vectors, search HNSW instead of flat
   std::shared_ptr<Clock> clock;                 // time source; null = steady clock
 };
@@ -64,13 +72,21 @@ struct SemanticCacheStats {
   std::uint64_t evictions = 0;
   std::uint64_t invalidations = 0;
   std::uint64_t near_miss_refusals = 0;  // hits refused because the questions ask opposite things
-  std::size_t size = 0;
+  std::uint64_t displacements = 0;       // answers dropped because an added entry now answers better
+  std::size_t size = 0;                  // entries held now
+  std::size_t bytes = 0;                 // estimated bytes held now
+};
+
+// A cached question, as reported by SemanticCache::displace.
+struct CachedQuestion {
+  std::string tenant;
+  std::string question;  // normalised
 };
 
 class RAPIDQA_EXPORT SemanticCache {
  public:
-  // Fails with kInvalidArgument on a zero dimension or a threshold outside
-  // (0, 1].
+  // Fails with kInvalidArgument on a zero dimension or a threshold (global
+  // or per tenant) outside (0, 1].
   static Result<std::unique_ptr<SemanticCache>> create(SemanticCacheOptions options);
   ~SemanticCache();
   SemanticCache(const SemanticCache&) = delete;
@@ -82,10 +98,24 @@ class RAPIDQA_EXPORT SemanticCache {
   // returned.
   SemanticLookup lookup(const float* vector, const std::string& question, const SemanticQuery& query = {}) const;
 
-  // Caches answer under the question vector (copied) in a namespace. A
-  // cached question of that namespace at similarity >= 0.999 is replaced
-  // rather than duplicated.
-  void insert(const float* vector, const std::string& question, Answer answer, const std::string& tenant = "");
+  // Caches answer under the question vector (copied) in a namespace, for
+  // the cache's TTL or ttl when positive and shorter. A cached question of
+  // that namespace at similarity >= 0.999 is replaced rather than
+  // duplicated. When full (entries or bytes) the eviction policy makes room.
+  void insert(const float* vector, const std::string& question, Answer answer, const std::string& tenant = "",
+              std::chrono::milliseconds ttl = std::chrono::milliseconds(0));
+
+  // Sets (or with nullopt removes) a namespace's own similarity threshold.
+  // kInvalidArgument for a threshold outside (0, 1].
+  Status set_tenant_threshold(const std::string& tenant, std::optional<float> threshold);
+
+  // A new knowledge entry with these phrasing vectors (count of them, each
+  // dimension() floats) would now beat some cached answers: those whose
+  // question is more similar to one of the phrasings than the cached
+  // answer's own score. Removes them, in every namespace, and returns which
+  // questions they were (so the exact tiers can drop them too). Answers
+  // scoring below min_score were fallbacks, which are never cached.
+  std::vector<CachedQuestion> displace(const float* vectors, std::size_t count, float min_score);
 
   // Removes every answer built from the given knowledge entry; returns how many.
   std::size_t invalidate_entry(const std::string& entry_id);

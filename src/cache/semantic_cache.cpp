@@ -11,9 +11,11 @@
 
 #include <fmt/format.h>
 
+#include "cache/answer_bytes.h"
 #include "cache/answer_provenance.h"
 #include "cache/near_miss_guard.h"
 #include "cache/snapshot_codec.h"
+#include "cache/tier_store.h"
 #include "common/guard.h"
 #include "index/simd_flat_index.h"
 #include "index/vector_index.h"
@@ -21,59 +23,113 @@
 namespace rapidqa {
 namespace {
 
-struct Slot {
+struct CachedEntry {
   Answer answer;
   std::string question;  // normalised, for the near-miss check
   std::string tenant;
-  Clock::time_point expires_at;
 };
+
+using Store = cache::TierStore<std::int64_t, CachedEntry>;
 
 // Similarity at which a new question counts as the same cached question.
 constexpr float kSameQuestionSimilarity = 0.999f;
 // Nearest neighbours inspected per lookup, so a few expired entries at the
 // top do not hide a live one just behind them.
 constexpr std::size_t kLookupNeighbors = 4;
+// HNSW graph degree of the per-namespace indexes.
+constexpr int kHnswNeighbors = 32;
+
+Status check_threshold(float threshold, const std::string& what) {
+  if (threshold > 0.0f && threshold <= 1.0f) return Status::ok();
+  return Status::invalid_argument(fmt::format("semantic cache: {} {} is outside (0, 1]", what, threshold));
+}
 
 }  // namespace
 
 struct SemanticCache::Impl {
-  explicit Impl(const SemanticCacheOptions& o) : options(o) {}
+  explicit Impl(const SemanticCacheOptions& o) : options(o), store(limits_of(o)) {
+    // What one vector costs beyond the answer: the float copy, the int8
+    // copy and graph links once the index is HNSW, and the label maps.
+    vector_bytes = options.dimension * sizeof(float) + options.dimension + sizeof(float) +
+                   2 * kHnswNeighbors * sizeof(std::int32_t) + 64;
+  }
 
-  SemanticCacheOptions options;
+  static cache::TierLimits limits_of(const SemanticCacheOptions& o) {
+    cache::TierLimits limits;
+    limits.ttl = o.ttl;
+    limits.expiry = o.expiry;
+    limits.max_entries = o.capacity;
+    limits.max_bytes = o.capacity_bytes;
+    limits.eviction = o.eviction;
+    return limits;
+  }
+
+  SemanticCacheOptions options;  // tenant_thresholds guarded by mu
+  std::size_t vector_bytes = 0;
   cache::NearMissGuard guard;
   mutable std::shared_mutex mu;
   std::map<std::string, index::VectorIndex> indexes;  // guarded by mu; one per namespace
-  std::map<std::int64_t, Slot> slots;  // guarded by mu; label order = insertion order
-  std::int64_t next_label = 0;         // guarded by mu
+  Store store;                                        // guarded by mu (hits recorded under the shared lock)
+  std::int64_t next_label = 0;                        // guarded by mu
   mutable std::atomic<std::uint64_t> hits{0}, misses{0}, refusals{0};
-  std::atomic<std::uint64_t> expirations{0}, evictions{0}, invalidations{0};
+  std::atomic<std::uint64_t> lookup_expirations{0}, invalidations{0}, displacements{0};
 
   index::VectorIndex& index_for(const std::string& tenant) {  // needs mu held exclusively
     auto it = indexes.find(tenant);
     if (it == indexes.end()) {
-      it = indexes.emplace(tenant, index::VectorIndex({options.dimension, options.exact_index_limit, 32, 80, 64})).first;
+      it = indexes.emplace(tenant, index::VectorIndex({options.dimension, options.exact_index_limit, kHnswNeighbors, 80, 64}))
+               .first;
     }
     return it->second;
   }
 
+  // Takes a label out of its namespace's index; the store item goes separately.
+  void unindex(const Store::Item& item) {  // needs mu held exclusively
+    const auto it = indexes.find(item.value.tenant);
+    if (it == indexes.end()) return;
+    it->second.remove(item.key);
+    if (it->second.size() == 0) indexes.erase(it);
+  }
+
   void erase_label(std::int64_t label) {  // needs mu held exclusively
-    const auto slot = slots.find(label);
-    if (slot == slots.end()) return;
-    const auto it = indexes.find(slot->second.tenant);
-    if (it != indexes.end()) {
-      it->second.remove(label);
-      if (it->second.size() == 0) indexes.erase(it);
+    if (const Store::Item* item = store.find(label)) {
+      unindex(*item);
+      store.erase(label);
     }
-    slots.erase(slot);
+  }
+
+  // Stores an entry; needs mu held exclusively.
+  void store_entry(const float* vector, CachedEntry entry, Clock::duration ttl, Clock::time_point now) {
+    const std::size_t bytes = sizeof(Store::Item) + cache::answer_bytes(entry.answer) + entry.question.capacity() +
+                              entry.tenant.capacity() + vector_bytes;
+    const std::int64_t label = next_label;
+    const std::string tenant = entry.tenant;
+    const bool stored = store.insert(label, std::move(entry), bytes, ttl, now,
+                                     [this](const Store::Item& item, cache::Removal) { unindex(item); });
+    if (!stored) return;
+    ++next_label;
+    index_for(tenant).upsert(label, vector);
+  }
+
+  template <typename Pred>
+  std::size_t erase_where(Pred&& pred) {  // needs mu held exclusively
+    return store.erase_if(pred, [this](const Store::Item& item) { unindex(item); });
+  }
+
+  float threshold_for(const SemanticQuery& query) const {  // needs mu held (shared is enough)
+    if (query.similarity_threshold) return *query.similarity_threshold;
+    const auto it = options.tenant_thresholds.find(query.tenant);
+    return it == options.tenant_thresholds.end() ? options.similarity_threshold : it->second;
   }
 };
 
 Result<std::unique_ptr<SemanticCache>> SemanticCache::create(SemanticCacheOptions options) {
   if (options.dimension == 0) return Status::invalid_argument("semantic cache: dimension must be positive");
-  if (!(options.similarity_threshold > 0.0f && options.similarity_threshold <= 1.0f)) {
-    return Status::invalid_argument(
-        fmt::format("semantic cache: similarity_threshold {} is outside (0, 1]", options.similarity_threshold));
+  Status valid = check_threshold(options.similarity_threshold, "similarity_threshold");
+  for (const auto& [tenant, threshold] : options.tenant_thresholds) {
+    if (valid.is_ok()) valid = check_threshold(threshold, fmt::format("threshold of tenant '{}'", tenant));
   }
+  if (!valid.is_ok()) return valid;
   if (!options.clock) options.clock = steady_clock_instance();
   return detail::guarded("creating the semantic cache", [&]() -> Result<std::unique_ptr<SemanticCache>> {
     return std::unique_ptr<SemanticCache>(new SemanticCache(options));
@@ -86,24 +142,29 @@ SemanticCache::~SemanticCache() = default;
 SemanticLookup SemanticCache::lookup(const float* vector, const std::string& question,
                                     const SemanticQuery& query) const {
   SemanticLookup result;
-  const float threshold = query.similarity_threshold.value_or(impl_->options.similarity_threshold);
   const auto now = impl_->options.clock->now();
   std::shared_lock<std::shared_mutex> lock(impl_->mu);
+  const float threshold = impl_->threshold_for(query);
   const auto index = impl_->indexes.find(query.tenant);
   if (index != impl_->indexes.end()) {
     for (const auto& n : index->second.search(vector, kLookupNeighbors)) {
-      const auto slot = impl_->slots.find(n.label);
-      if (slot == impl_->slots.end() || now >= slot->second.expires_at) continue;
+      const Store::Item* item = impl_->store.find(n.label);
+      if (!item) continue;
+      if (!Store::live(*item, now)) {
+        impl_->lookup_expirations.fetch_add(1, std::memory_order_relaxed);  // reclaimed by a later insert
+        continue;
+      }
       if (result.nearest_similarity < n.similarity) result.nearest_similarity = n.similarity;
       if (n.similarity < threshold) break;  // neighbours come best first
-      std::string conflict = impl_->guard.conflict(slot->second.question, question);
+      std::string conflict = impl_->guard.conflict(item->value.question, question);
       if (!conflict.empty()) {
         // A question that asks the opposite is no answer; a farther
         // neighbour may still be the same question in other words.
         if (result.refused_reason.empty()) result.refused_reason = std::move(conflict);
         continue;
       }
-      result.answer = slot->second.answer;
+      impl_->store.record_hit(*item, now);
+      result.answer = item->value.answer;
       break;
     }
   }
@@ -112,50 +173,76 @@ SemanticLookup SemanticCache::lookup(const float* vector, const std::string& que
   return result;
 }
 
-void SemanticCache::insert(const float* vector, const std::string& question, Answer answer, const std::string& tenant) {
+void SemanticCache::insert(const float* vector, const std::string& question, Answer answer, const std::string& tenant,
+                           std::chrono::milliseconds ttl) {
   if (impl_->options.capacity == 0) return;
   const auto now = impl_->options.clock->now();
   std::unique_lock<std::shared_mutex> lock(impl_->mu);
-  {
-    auto& index = impl_->index_for(tenant);
-    const auto nearest = index.search(vector, 1);
+  if (const auto index = impl_->indexes.find(tenant); index != impl_->indexes.end()) {
+    const auto nearest = index->second.search(vector, 1);
     if (!nearest.empty() && nearest.front().similarity >= kSameQuestionSimilarity) {
       impl_->erase_label(nearest.front().label);
     }
   }
-  // Drop expired entries from the oldest end, then evict to stay in capacity.
-  while (!impl_->slots.empty() && now >= impl_->slots.begin()->second.expires_at) {
-    impl_->erase_label(impl_->slots.begin()->first);
-    impl_->expirations.fetch_add(1, std::memory_order_relaxed);
+  impl_->store_entry(vector, CachedEntry{std::move(answer), question, tenant}, ttl, now);
+}
+
+Status SemanticCache::set_tenant_threshold(const std::string& tenant, std::optional<float> threshold) {
+  if (threshold) {
+    Status valid = check_threshold(*threshold, fmt::format("threshold of tenant '{}'", tenant));
+    if (!valid.is_ok()) return valid;
   }
-  while (impl_->slots.size() >= impl_->options.capacity) {
-    impl_->erase_label(impl_->slots.begin()->first);
-    impl_->evictions.fetch_add(1, std::memory_order_relaxed);
+  std::unique_lock<std::shared_mutex> lock(impl_->mu);
+  if (threshold) {
+    impl_->options.tenant_thresholds[tenant] = *threshold;
+  } else {
+    impl_->options.tenant_thresholds.erase(tenant);
   }
-  const std::int64_t label = impl_->next_label++;
-  impl_->index_for(tenant).upsert(label, vector);
-  impl_->slots.emplace(label, Slot{std::move(answer), question, tenant, now + impl_->options.ttl});
+  return Status::ok();
+}
+
+std::vector<CachedQuestion> SemanticCache::displace(const float* vectors, std::size_t count, float min_score) {
+  std::vector<CachedQuestion> displaced;
+  const std::size_t d = impl_->options.dimension;
+  std::unique_lock<std::shared_mutex> lock(impl_->mu);
+  std::vector<std::int64_t> doomed;
+  for (const auto& [tenant, index] : impl_->indexes) {
+    for (std::size_t p = 0; p < count; ++p) {
+      // Widen the search until the farthest neighbour is below any cached
+      // answer's score: nothing beyond it can be beaten.
+      for (std::size_t k = 16;; k *= 4) {
+        const auto neighbours = index.search(vectors + p * d, k);
+        for (const auto& n : neighbours) {
+          const Store::Item* item = impl_->store.find(n.label);
+          if (item && n.similarity > item->value.answer.score) doomed.push_back(n.label);
+        }
+        if (neighbours.size() < k || neighbours.back().similarity < min_score) break;
+      }
+    }
+  }
+  std::sort(doomed.begin(), doomed.end());
+  doomed.erase(std::unique(doomed.begin(), doomed.end()), doomed.end());
+  for (auto label : doomed) {
+    const Store::Item* item = impl_->store.find(label);
+    displaced.push_back({item->value.tenant, item->value.question});
+    impl_->erase_label(label);
+  }
+  impl_->displacements.fetch_add(doomed.size(), std::memory_order_relaxed);
+  return displaced;
 }
 
 std::size_t SemanticCache::invalidate_entry(const std::string& entry_id) {
   std::unique_lock<std::shared_mutex> lock(impl_->mu);
-  std::vector<std::int64_t> doomed;
-  for (const auto& [label, slot] : impl_->slots) {
-    if (cache::built_from(slot.answer, entry_id)) doomed.push_back(label);
-  }
-  for (auto label : doomed) impl_->erase_label(label);
-  impl_->invalidations.fetch_add(doomed.size(), std::memory_order_relaxed);
-  return doomed.size();
+  const std::size_t removed =
+      impl_->erase_where([&](const Store::Item& item) { return cache::built_from(item.value.answer, entry_id); });
+  impl_->invalidations.fetch_add(removed, std::memory_order_relaxed);
+  return removed;
 }
 
 std::size_t SemanticCache::erase_question(const std::string& question, const std::string& tenant) {
   std::unique_lock<std::shared_mutex> lock(impl_->mu);
-  std::vector<std::int64_t> doomed;
-  for (const auto& [label, slot] : impl_->slots) {
-    if (slot.tenant == tenant && slot.question == question) doomed.push_back(label);
-  }
-  for (auto label : doomed) impl_->erase_label(label);
-  return doomed.size();
+  return impl_->erase_where(
+      [&](const Store::Item& item) { return item.value.tenant == tenant && item.value.question == question; });
 }
 
 Status SemanticCache::save_snapshot(const std::string& path) const {
@@ -164,20 +251,21 @@ Status SemanticCache::save_snapshot(const std::string& path) const {
     nlohmann::json entries = nlohmann::json::array();
     {
       std::shared_lock<std::shared_mutex> lock(impl_->mu);
-      for (const auto& [label, slot] : impl_->slots) {
-        if (now >= slot.expires_at) continue;
-        const auto index = impl_->indexes.find(slot.tenant);
-        const float* v = index == impl_->indexes.end() ? nullptr : index->second.vector_of(label);
-        if (!v) continue;
+      impl_->store.for_each([&](const Store::Item& item) {
+        if (!Store::live(item, now)) return;
+        const auto index = impl_->indexes.find(item.value.tenant);
+        const float* v = index == impl_->indexes.end() ? nullptr : index->second.vector_of(item.key);
+        if (!v) return;
         const auto* bytes = reinterpret_cast<const std::uint8_t*>(v);
+        const Clock::time_point expires_at{Clock::duration(item.expires_at.load(std::memory_order_relaxed))};
         entries.push_back(
-            {{"tenant", slot.tenant},
-             {"question", slot.question},
-             {"ttl_ms", std::chrono::duration_cast<std::chrono::milliseconds>(slot.expires_at - now).count()},
+            {{"tenant", item.value.tenant},
+             {"question", item.value.question},
+             {"ttl_ms", std::chrono::duration_cast<std::chrono::milliseconds>(expires_at - now).count()},
              {"vector", nlohmann::json::binary(std::vector<std::uint8_t>(
                             bytes, bytes + impl_->options.dimension * sizeof(float)))},
-             {"answer", cache::answer_to_json(slot.answer)}});
-      }
+             {"answer", cache::answer_to_json(item.value.answer)}});
+      });
     }
     const nlohmann::json doc = {{"dimension", impl_->options.dimension}, {"entries", std::move(entries)}};
     return cache::write_snapshot_file(path, nlohmann::json::to_cbor(doc));
@@ -225,11 +313,8 @@ Result<std::size_t> SemanticCache::load_snapshot(const std::string& path,
   std::unique_lock<std::shared_mutex> lock(impl_->mu);
   for (auto& l : loaded) {
     if (l.ttl.count() <= 0 || (keep && !keep(l.answer))) continue;
-    if (impl_->slots.size() >= impl_->options.capacity) break;
-    const std::int64_t label = impl_->next_label++;
-    impl_->index_for(l.tenant).upsert(label, l.vector.data());
-    impl_->slots.emplace(label, Slot{std::move(l.answer), std::move(l.question), l.tenant,
-                                     now + std::min<Clock::duration>(l.ttl, impl_->options.ttl)});
+    if (impl_->store.size() >= impl_->options.capacity) break;
+    impl_->store_entry(l.vector.data(), CachedEntry{std::move(l.answer), std::move(l.question), l.tenant}, l.ttl, now);
     ++inserted;
   }
   return inserted;
@@ -237,19 +322,19 @@ Result<std::size_t> SemanticCache::load_snapshot(const std::string& path,
 
 std::vector<CachedIntent> SemanticCache::top_intents(std::size_t intents, const std::string& tenant) const {
   std::vector<float> vectors;
-  std::vector<const Slot*> slots;
+  std::vector<const CachedEntry*> slots;
   const auto now = impl_->options.clock->now();
   const std::size_t d = impl_->options.dimension;
   std::shared_lock<std::shared_mutex> lock(impl_->mu);
   const auto index = impl_->indexes.find(tenant);
   if (index == impl_->indexes.end() || intents == 0) return {};
-  for (const auto& [label, slot] : impl_->slots) {
-    if (slot.tenant != tenant || now >= slot.expires_at) continue;
-    const float* v = index->second.vector_of(label);
-    if (!v) continue;
+  impl_->store.for_each([&](const Store::Item& item) {
+    if (item.value.tenant != tenant || !Store::live(item, now)) return;
+    const float* v = index->second.vector_of(item.key);
+    if (!v) return;
     vectors.insert(vectors.end(), v, v + d);
-    slots.push_back(&slot);
-  }
+    slots.push_back(&item.value);
+  });
   const std::size_t n = slots.size();
   if (n == 0) return {};
   const std::size_t k = std::min(intents, n);
@@ -266,7 +351,7 @@ std::vector<CachedIntent> SemanticCache::top_intents(std::size_t intents, const 
   // Nearest centre of every question, and the question nearest each centre.
   std::vector<std::size_t> members(k, 0);
   std::vector<float> best(k, -2.0f);
-  std::vector<const Slot*> representative(k, nullptr);
+  std::vector<const CachedEntry*> representative(k, nullptr);
   for (std::size_t i = 0; i < n; ++i) {
     std::size_t centre = 0;
     float similarity = -2.0f;
@@ -295,7 +380,7 @@ std::vector<CachedIntent> SemanticCache::top_intents(std::size_t intents, const 
 void SemanticCache::clear() {
   std::unique_lock<std::shared_mutex> lock(impl_->mu);
   impl_->indexes.clear();
-  impl_->slots.clear();
+  impl_->store.clear();
 }
 
 std::size_t SemanticCache::dimension() const { return impl_->options.dimension; }
@@ -304,12 +389,14 @@ SemanticCacheStats SemanticCache::stats() const {
   SemanticCacheStats s;
   s.hits = impl_->hits.load(std::memory_order_relaxed);
   s.misses = impl_->misses.load(std::memory_order_relaxed);
-  s.expirations = impl_->expirations.load(std::memory_order_relaxed);
-  s.evictions = impl_->evictions.load(std::memory_order_relaxed);
   s.invalidations = impl_->invalidations.load(std::memory_order_relaxed);
   s.near_miss_refusals = impl_->refusals.load(std::memory_order_relaxed);
+  s.displacements = impl_->displacements.load(std::memory_order_relaxed);
   std::shared_lock<std::shared_mutex> lock(impl_->mu);
-  s.size = impl_->slots.size();
+  s.expirations = impl_->store.expirations();
+  s.evictions = impl_->store.evictions();
+  s.size = impl_->store.size();
+  s.bytes = impl_->store.bytes();
   return s;
 }
 

@@ -8,6 +8,7 @@ const char* answer_tier_name(AnswerTier tier) noexcept {
     case AnswerTier::kSemanticCache: return "semantic_cache";
     case AnswerTier::kKnowledge: return "knowledge";
     case AnswerTier::kFallback: return "fallback";
+    case AnswerTier::kKnowledgeCache: return "knowledge_cache";
   }
   return "unknown";
 }

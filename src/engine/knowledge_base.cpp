@@ -132,6 +132,16 @@ Status KnowledgeBase::update(KnowledgeEntry entry) {
   return store(std::move(entry), version);
 }
 
+std::vector<float> KnowledgeBase::phrasing_vectors(const std::string& id) const {
+  std::vector<float> out;
+  const auto it = entries_.find(id);
+  if (it == entries_.end()) return out;
+  for (auto label : it->second.labels) {
+    if (const float* v = index_.vector_of(label)) out.insert(out.end(), v, v + encoder_->dimension());
+  }
+  return out;
+}
+
 Result<bool> KnowledgeBase::store_if_newer(KnowledgeEntry entry) {
   const auto it = entries_.find(entry.id);
   if (it != entries_.end() && it->second.entry.version >= entry.version) return false;

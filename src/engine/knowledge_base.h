@@ -47,6 +47,9 @@ class KnowledgeBase {
   Status reindex();
 
   const KnowledgeEntry* find(const std::string& id) const;
+  // The indexed vectors of an entry's phrasings, row after row (empty when
+  // the id is unknown).
+  std::vector<float> phrasing_vectors(const std::string& id) const;
   std::size_t size() const { return entries_.size(); }
   std::size_t phrasing_count() const { return index_.size(); }
 

@@ -68,6 +68,7 @@ struct QAEngine::Impl {
   EngineOptions options;
   std::shared_ptr<Encoder> encoder;
   std::unique_ptr<ResultCache> result_cache;      // null when disabled
+  std::unique_ptr<ResultCache> knowledge_cache;   // null when disabled
   std::unique_ptr<SemanticCache> semantic_cache;  // null when disabled
   mutable std::shared_mutex knowledge_mu;         // writers: load/add/update/remove
   std::unique_ptr<engine::KnowledgeBase> knowledge;  // guarded by knowledge_mu
@@ -88,15 +89,41 @@ struct QAEngine::Impl {
   void subscribe_tiers() {
     changes.subscribe([this](const cache::KnowledgeChange& change) {
       if (change.kind == cache::KnowledgeChange::Kind::kReload) {
-        if (result_cache) result_cache->clear();
-        if (semantic_cache) semantic_cache->clear();
+        clear_tiers();
         return;
       }
       if (result_cache) {
         change_removed += result_cache->invalidate_entry(change.entry_id, &change_hot_keys, options.rebuild_min_hits);
       }
+      if (knowledge_cache) change_removed += knowledge_cache->invalidate_entry(change.entry_id);
       if (semantic_cache) change_removed += semantic_cache->invalidate_entry(change.entry_id);
+      if (change.kind == cache::KnowledgeChange::Kind::kUpsert) displace_beaten_answers(change.entry_id);
     });
+  }
+
+  void clear_tiers() {
+    for (ResultCache* exact : {result_cache.get(), knowledge_cache.get()}) {
+      if (exact) exact->clear();
+    }
+    if (semantic_cache) semantic_cache->clear();
+  }
+
+  // A new or changed entry may answer some cached questions better than the
+  // answer they hold: retrieval would now pick it. The semantic tier holds
+  // the cached questions' vectors, so it finds them; the exact tiers drop
+  // the same questions. knowledge_mu held exclusively.
+  void displace_beaten_answers(const std::string& entry_id) {
+    if (!semantic_cache) return;
+    const std::vector<float> vectors = knowledge->phrasing_vectors(entry_id);
+    const std::size_t count = vectors.size() / encoder->dimension();
+    if (count == 0) return;
+    for (const auto& beaten : semantic_cache->displace(vectors.data(), count, options.min_answer_score)) {
+      const std::string key = result_cache_key(beaten.tenant, beaten.question);
+      for (ResultCache* exact : {result_cache.get(), knowledge_cache.get()}) {
+        if (exact) exact->erase(key);
+      }
+      ++change_removed;
+    }
   }
 
   // Publishes a change to every tier and subscriber; knowledge_mu held
@@ -220,6 +247,29 @@ struct QAEngine::Impl {
     answer.extracted = ExtractedSpan{owners[best.passage]->id, best.begin, best.end, best.score, best.probability};
   }
 
+  // How long answers built from these matches may be cached: the shortest
+  // cache_ttl of the entries whose text they serve (0: the tiers' own);
+  // knowledge_mu held.
+  std::chrono::milliseconds cache_ttl_of(const Answer& answer) const {
+    std::chrono::milliseconds ttl{0};
+    auto shorten = [&](const std::string& id) {
+      const KnowledgeEntry* e = knowledge->find(id);
+      if (e && e->cache_ttl.count() > 0 && (ttl.count() == 0 || e->cache_ttl < ttl)) ttl = e->cache_ttl;
+    };
+    if (!answer.matches.empty()) shorten(answer.matches.front().entry_id);
+    if (answer.extracted) shorten(answer.extracted->entry_id);
+    return ttl;
+  }
+
+  // Whether every entry an answer was built from is still at the version it
+  // was built from; knowledge_mu held.
+  bool built_from_current_knowledge(const Answer& answer) const {
+    return std::all_of(answer.matches.begin(), answer.matches.end(), [&](const EntryMatch& m) {
+      const KnowledgeEntry* e = knowledge->find(m.entry_id);
+      return e != nullptr && e->version == m.version;
+    });
+  }
+
   Result<Answer> ask(std::string_view question, const AskOptions& ask_options) {
     const auto started = SteadyTime::now();
     Answer answer;
@@ -227,6 +277,7 @@ struct QAEngine::Impl {
     StageTimer timer(timings);
     const bool use_cache = ask_options.use_cache;
     const bool use_result_cache = use_cache && result_cache;
+    const bool use_knowledge_cache = use_cache && knowledge_cache;
     const bool use_semantic_cache = use_cache && semantic_cache;
 
     if (ask_options.semantic_threshold &&
@@ -242,13 +293,14 @@ struct QAEngine::Impl {
       return normalized.status();
     }
     const std::string& question_key = normalized.value();
-    // Result-cache keys carry the tenant, so tenants never share an entry.
+    // Cache keys carry the tenant, so tenants never share an entry.
     const std::string key = result_cache_key(ask_options.tenant, question_key);
 
-    auto finish = [&](Answer&& a, bool semantic_looked_up) -> Result<Answer> {
+    bool looked_up_knowledge = false, looked_up_semantic = false;
+    auto finish = [&](Answer&& a) -> Result<Answer> {
       a.timings = timings;
       a.timings[Stage::kTotal] = std::chrono::duration_cast<std::chrono::nanoseconds>(SteadyTime::now() - started);
-      metrics.record_answer(a, use_result_cache, semantic_looked_up);
+      metrics.record_answer(a, use_result_cache, looked_up_knowledge, looked_up_semantic);
       return std::move(a);
     };
 
@@ -257,7 +309,7 @@ struct QAEngine::Impl {
       timer.finish(Stage::kResultCache);
       if (hit) {
         hit->tier = AnswerTier::kResultCache;
-        return finish(std::move(*hit), false);
+        return finish(std::move(*hit));
       }
     }
 
@@ -265,6 +317,24 @@ struct QAEngine::Impl {
     // so an update cannot slip between retrieval and the cache fill and
     // leave an answer from the old version in a cache.
     std::shared_lock<std::shared_mutex> lock(knowledge_mu);
+    if (use_knowledge_cache) {
+      // Timed with the result tier: both are exact lookups by question.
+      looked_up_knowledge = true;
+      auto hit = knowledge_cache->lookup(key);
+      // The versions are checked on every hit: even a change that reached
+      // this instance late (through Redis) never lets an old answer out.
+      if (hit && !built_from_current_knowledge(*hit)) {
+        knowledge_cache->erase(key);
+        hit.reset();
+      }
+      timer.finish(Stage::kResultCache);
+      if (hit) {
+        hit->tier = AnswerTier::kKnowledgeCache;
+        if (use_result_cache) result_cache->insert(key, *hit, cache_ttl_of(*hit));
+        return finish(std::move(*hit));
+      }
+    }
+
     std::vector<float> vector;
     Status encoded =
         encoder->encode({encoder->wants_normalized_text() ? question_key : std::string(question)}, vector);
@@ -277,6 +347,7 @@ struct QAEngine::Impl {
     float nearest_cached = -1;
     std::string near_miss;
     if (use_semantic_cache) {
+      looked_up_semantic = true;
       SemanticQuery query;
       query.tenant = ask_options.tenant;
       query.similarity_threshold = ask_options.semantic_threshold;
@@ -288,8 +359,8 @@ struct QAEngine::Impl {
         Answer a = std::move(*cached.answer);
         a.tier = AnswerTier::kSemanticCache;
         a.nearest_cached_similarity = nearest_cached;
-        if (use_result_cache) result_cache->insert(key, a);
-        return finish(std::move(a), true);
+        if (use_result_cache) result_cache->insert(key, a, cache_ttl_of(a));
+        return finish(std::move(a));
       }
     }
 
@@ -307,12 +378,18 @@ struct QAEngine::Impl {
     }
     if (answer.matches.size() > top_k) answer.matches.resize(top_k);
     // A fallback is never cached: a later entry may answer the question.
-    if (answer.tier == AnswerTier::kKnowledge) {
-      if (use_result_cache) result_cache->insert(key, answer);
-      if (use_semantic_cache) semantic_cache->insert(vector.data(), question_key, answer, ask_options.tenant);
+    // Neither is an answer the reader failed on: the next ask should read.
+    if (answer.tier == AnswerTier::kKnowledge && !answer.degraded) {
+      const auto ttl = cache_ttl_of(answer);
+      if (use_result_cache) result_cache->insert(key, answer, ttl);
+      // Only the default retrieval settings are reusable by other asks.
+      if (use_knowledge_cache && !ask_options.top_k && !ask_options.min_answer_score) {
+        knowledge_cache->insert(key, answer, ttl);
+      }
+      if (use_semantic_cache) semantic_cache->insert(vector.data(), question_key, answer, ask_options.tenant, ttl);
     }
     timer.finish(Stage::kPostprocess);
-    return finish(std::move(answer), use_semantic_cache);
+    return finish(std::move(answer));
   }
 };
 
@@ -333,6 +410,11 @@ Result<std::unique_ptr<QAEngine>> QAEngine::create(EngineOptions options) {
       ResultCacheOptions rc = options.result_cache;
       if (!rc.clock) rc.clock = options.clock;
       impl.result_cache = std::make_unique<ResultCache>(rc);
+    }
+    if (options.enable_knowledge_cache) {
+      ResultCacheOptions kc = options.knowledge_cache;
+      if (!kc.clock) kc.clock = options.clock;
+      impl.knowledge_cache = std::make_unique<ResultCache>(kc);
     }
     if (options.enable_semantic_cache) {
       SemanticCacheOptions sc = options.semantic_cache;
@@ -453,8 +535,10 @@ Status QAEngine::reindex() {
   return detail::guarded("reindexing", [&]() -> Status {
     std::unique_lock<std::shared_mutex> lock(impl_->knowledge_mu);
     Status s = impl_->knowledge->reindex();
-    // Vectors changed meaning: cached similar-question vectors are stale.
+    // Vectors changed meaning: cached similar-question vectors are stale,
+    // and retrieval may now rank entries differently.
     if (s.is_ok() && impl_->semantic_cache) impl_->semantic_cache->clear();
+    if (s.is_ok() && impl_->knowledge_cache) impl_->knowledge_cache->clear();
     return s;
   });
 }
@@ -483,13 +567,20 @@ Status QAEngine::correct_cached_answer(std::string_view question, std::string te
     // Keep the provenance of what was cached, so knowledge updates still
     // reach the correction.
     Answer corrected;
-    if (impl_->result_cache) {
-      if (auto old = impl_->result_cache->lookup(key)) corrected = std::move(*old);
+    for (ResultCache* exact : {impl_->result_cache.get(), impl_->knowledge_cache.get()}) {
+      if (!exact) continue;
+      if (auto old = exact->lookup(key)) {
+        corrected = std::move(*old);
+        break;
+      }
     }
     corrected.text = std::move(text);
     corrected.extracted.reset();
     corrected.tier = AnswerTier::kKnowledge;
     if (impl_->result_cache) impl_->result_cache->insert(key, corrected);
+    // The knowledge tier would serve what retrieval found once the result
+    // tier's copy expires: the correction replaces it everywhere.
+    if (impl_->knowledge_cache) impl_->knowledge_cache->erase(key);
     if (impl_->semantic_cache) {
       std::vector<float> vector;
       const Encoder& enc = *impl_->encoder;
@@ -508,7 +599,9 @@ Result<std::size_t> QAEngine::delete_cached_answer(std::string_view question, co
     if (!keys) return keys.status();
     const auto& [normalized, key] = keys.value();
     std::size_t removed = 0;
-    if (impl_->result_cache && impl_->result_cache->erase(key)) ++removed;
+    for (ResultCache* exact : {impl_->result_cache.get(), impl_->knowledge_cache.get()}) {
+      if (exact && exact->erase(key)) ++removed;
+    }
     if (impl_->semantic_cache) removed += impl_->semantic_cache->erase_question(normalized, options.tenant);
     return removed;
   });
@@ -564,13 +657,33 @@ MetricsSnapshot QAEngine::metrics() const {
     snapshot.rebuilds_completed = impl_->rebuilds->completed();
     snapshot.rebuilds_dropped = impl_->rebuilds->dropped();
   }
+  for (const ResultCache* exact : {impl_->result_cache.get(), impl_->knowledge_cache.get()}) {
+    if (!exact) continue;
+    const ResultCacheStats s = exact->stats();
+    snapshot.cache_evictions += s.evictions;
+    snapshot.cache_expirations += s.expirations;
+    snapshot.cache_invalidations += s.invalidations;
+    snapshot.cache_entries += s.size;
+    snapshot.cache_bytes += s.bytes;
+  }
+  if (impl_->semantic_cache) {
+    const SemanticCacheStats s = impl_->semantic_cache->stats();
+    snapshot.cache_evictions += s.evictions;
+    snapshot.cache_expirations += s.expirations;
+    snapshot.cache_invalidations += s.invalidations;
+    snapshot.cache_displacements = s.displacements;
+    snapshot.cache_entries += s.size;
+    snapshot.cache_bytes += s.bytes;
+  }
   return snapshot;
 }
 void QAEngine::reset_metrics() { impl_->metrics.reset(); }
 
-void QAEngine::clear_caches() {
-  if (impl_->result_cache) impl_->result_cache->clear();
-  if (impl_->semantic_cache) impl_->semantic_cache->clear();
+void QAEngine::clear_caches() { impl_->clear_tiers(); }
+
+Status QAEngine::set_tenant_semantic_threshold(const std::string& tenant, std::optional<float> threshold) {
+  if (!impl_->semantic_cache) return Status::failed_precondition("the semantic cache is disabled");
+  return impl_->semantic_cache->set_tenant_threshold(tenant, threshold);
 }
 
 const Encoder& QAEngine::encoder() const { return *impl_->encoder; }

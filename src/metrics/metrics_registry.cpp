@@ -4,15 +4,16 @@
 
 namespace rapidqa {
 
-double MetricsSnapshot::result_cache_hit_ratio() const {
-  const auto total = result_cache_hits + result_cache_misses;
-  return total == 0 ? 0.0 : static_cast<double>(result_cache_hits) / static_cast<double>(total);
+namespace {
+double ratio(std::uint64_t hits, std::uint64_t misses) {
+  const auto total = hits + misses;
+  return total == 0 ? 0.0 : static_cast<double>(hits) / static_cast<double>(total);
 }
+}  // namespace
 
-double MetricsSnapshot::semantic_cache_hit_ratio() const {
-  const auto total = semantic_cache_hits + semantic_cache_misses;
-  return total == 0 ? 0.0 : static_cast<double>(semantic_cache_hits) / static_cast<double>(total);
-}
+double MetricsSnapshot::result_cache_hit_ratio() const { return ratio(result_cache_hits, result_cache_misses); }
+double MetricsSnapshot::semantic_cache_hit_ratio() const { return ratio(semantic_cache_hits, semantic_cache_misses); }
+double MetricsSnapshot::knowledge_cache_hit_ratio() const { return ratio(knowledge_cache_hits, knowledge_cache_misses); }
 
 std::string MetricsSnapshot::format_table() const {
   auto us = [](std::chrono::nanoseconds ns) { return static_cast<double>(ns.count()) / 1000.0; };
@@ -23,17 +24,20 @@ std::string MetricsSnapshot::format_table() const {
     out += fmt::format("{:<16}{:>10}{:>12.1f}{:>12.1f}{:>12.1f}{:>12.1f}\n", stage_name(static_cast<Stage>(i)),
                        s.count, us(s.p50), us(s.p95), us(s.p99), us(s.mean));
   }
-  out += fmt::format("asks {}  errors {}  result-cache hit ratio {:.3f}  semantic-cache hit ratio {:.3f}  "
+  out += fmt::format("asks {}  errors {}  hit ratios: result {:.3f}  knowledge {:.3f}  semantic {:.3f}  "
                      "fallback {}  degraded {}  rebuilds {} (dropped {})\n",
-                     asks, errors, result_cache_hit_ratio(), semantic_cache_hit_ratio(), fallback_answers,
-                     degraded_answers, rebuilds_completed, rebuilds_dropped);
+                     asks, errors, result_cache_hit_ratio(), knowledge_cache_hit_ratio(), semantic_cache_hit_ratio(),
+                     fallback_answers, degraded_answers, rebuilds_completed, rebuilds_dropped);
+  out += fmt::format("caches: {} answers, {} bytes; evicted {}  expired {}  invalidated {}  displaced {}\n",
+                     cache_entries, cache_bytes, cache_evictions, cache_expirations, cache_invalidations,
+                     cache_displacements);
   return out;
 }
 
 namespace metrics {
 
 void MetricsRegistry::record_answer(const Answer& answer, bool looked_up_result_cache,
-                                    bool looked_up_semantic_cache) {
+                                    bool looked_up_knowledge_cache, bool looked_up_semantic_cache) {
   asks_.fetch_add(1, std::memory_order_relaxed);
   for (std::size_t i = 0; i < kStageCount; ++i) {
     const auto stage = static_cast<Stage>(i);
@@ -43,6 +47,10 @@ void MetricsRegistry::record_answer(const Answer& answer, bool looked_up_result_
   }
   if (looked_up_result_cache) {
     (answer.tier == AnswerTier::kResultCache ? result_hits_ : result_misses_).fetch_add(1, std::memory_order_relaxed);
+  }
+  if (looked_up_knowledge_cache) {
+    (answer.tier == AnswerTier::kKnowledgeCache ? knowledge_hits_ : knowledge_misses_)
+        .fetch_add(1, std::memory_order_relaxed);
   }
   if (looked_up_semantic_cache) {
     (answer.tier == AnswerTier::kSemanticCache ? semantic_hits_ : semantic_misses_)
@@ -61,6 +69,8 @@ MetricsSnapshot MetricsRegistry::snapshot() const {
   s.result_cache_misses = result_misses_.load(std::memory_order_relaxed);
   s.semantic_cache_hits = semantic_hits_.load(std::memory_order_relaxed);
   s.semantic_cache_misses = semantic_misses_.load(std::memory_order_relaxed);
+  s.knowledge_cache_hits = knowledge_hits_.load(std::memory_order_relaxed);
+  s.knowledge_cache_misses = knowledge_misses_.load(std::memory_order_relaxed);
   s.fallback_answers = fallbacks_.load(std::memory_order_relaxed);
   s.degraded_answers = degraded_.load(std::memory_order_relaxed);
   return s;
@@ -68,8 +78,8 @@ MetricsSnapshot MetricsRegistry::snapshot() const {
 
 void MetricsRegistry::reset() {
   for (auto& h : stages_) h.reset();
-  for (auto* c : {&asks_, &errors_, &result_hits_, &result_misses_, &semantic_hits_, &semantic_misses_, &fallbacks_,
-                  &degraded_}) {
+  for (auto* c : {&asks_, &errors_, &result_hits_, &result_misses_, &semantic_hits_, &semantic_misses_, &knowledge_hits_,
+                  &knowledge_misses_, &fallbacks_, &degraded_}) {
     c->store(0, std::memory_order_relaxed);
   }
 }

@@ -16,7 +16,8 @@ namespace rapidqa::metrics {
 
 class MetricsRegistry {
  public:
-  void record_answer(const Answer& answer, bool looked_up_result_cache, bool looked_up_semantic_cache);
+  void record_answer(const Answer& answer, bool looked_up_result_cache, bool looked_up_knowledge_cache,
+                     bool looked_up_semantic_cache);
   void record_error() { errors_.fetch_add(1, std::memory_order_relaxed); }
   MetricsSnapshot snapshot() const;
   void reset();
@@ -26,6 +27,7 @@ class MetricsRegistry {
   std::atomic<std::uint64_t> asks_{0}, errors_{0};
   std::atomic<std::uint64_t> result_hits_{0}, result_misses_{0};
   std::atomic<std::uint64_t> semantic_hits_{0}, semantic_misses_{0};
+  std::atomic<std::uint64_t> knowledge_hits_{0}, knowledge_misses_{0};
   std::atomic<std::uint64_t> fallbacks_{0}, degraded_{0};
 };
 
