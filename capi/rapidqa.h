@@ -116,6 +116,11 @@ RQA_API rqa_status rqa_engine_ask_tenant(rqa_engine* engine, const char* questio
  * removed (may be NULL) receives how many; RQA_NOT_FOUND for an unknown id. */
 RQA_API rqa_status rqa_engine_invalidate_entry(rqa_engine* engine, const char* entry_id, size_t* removed);
 
+/* Gives a tenant (NULL or "" = the default namespace) its own
+ * semantic-cache threshold in (0, 1], or with threshold 0 removes it so the
+ * global one applies again. RQA_INVALID_ARGUMENT outside that range. */
+RQA_API rqa_status rqa_engine_set_tenant_threshold(rqa_engine* engine, const char* tenant, float threshold);
+
 /* Fixes a wrong cached answer: the answer cached for this exact question in
  * the tenant's namespace (NULL = default) becomes `text`, until the cache
  * TTLs; delete removes it instead (removed may be NULL). */

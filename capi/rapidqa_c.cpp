@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "rapidqa/qa_engine.h"
@@ -207,6 +208,15 @@ rqa_status rqa_engine_invalidate_entry(rqa_engine* engine, const char* entry_id,
     if (!engine) return null_argument("engine");
     if (!entry_id) return null_argument("entry_id");
     return report_count(engine->engine->invalidate_entry(entry_id), removed);
+  });
+}
+
+rqa_status rqa_engine_set_tenant_threshold(rqa_engine* engine, const char* tenant, float threshold) {
+  return translate([&] {
+    if (!engine) return null_argument("engine");
+    std::optional<float> own;
+    if (threshold != 0.0f) own = threshold;
+    return report(engine->engine->set_tenant_semantic_threshold(tenant ? tenant : "", own));
   });
 }
 

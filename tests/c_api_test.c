@@ -199,6 +199,15 @@ static void test_tenants_and_corrections(void) {
 
   CHECK(rqa_engine_ask_tenant(engine, "How do I reset my password?", "a", &answer) == RQA_OK);
   rqa_answer_destroy(answer);
+  /* A tenant's own semantic threshold lets a looser paraphrase hit. */
+  CHECK(rqa_engine_set_tenant_threshold(engine, "a", 1.5f) == RQA_INVALID_ARGUMENT);
+  CHECK(rqa_engine_set_tenant_threshold(engine, "a", 0.5f) == RQA_OK);
+  CHECK(rqa_engine_ask_tenant(engine, "how can I reset my password", "a", &answer) == RQA_OK);
+  CHECK(rqa_answer_tier(answer) == RQA_TIER_SEMANTIC_CACHE);
+  rqa_answer_destroy(answer);
+  CHECK(rqa_engine_set_tenant_threshold(engine, "a", 0.0f) == RQA_OK);
+  CHECK(rqa_engine_delete_cached_answer(engine, "how can I reset my password", "a", NULL) == RQA_OK);
+
   CHECK(rqa_engine_save_cache_snapshot(engine, "rapidqa-c-api-test.snap") == RQA_OK);
   CHECK(rqa_engine_load_cache_snapshot(engine, "rapidqa-c-api-test.snap", &removed) == RQA_OK);
   CHECK(removed == 1);
