@@ -136,6 +136,13 @@ RQA_API rqa_status rqa_engine_delete_cached_answer(rqa_engine* engine, const cha
 RQA_API rqa_status rqa_engine_save_cache_snapshot(const rqa_engine* engine, const char* path);
 RQA_API rqa_status rqa_engine_load_cache_snapshot(rqa_engine* engine, const char* path, size_t* loaded);
 
+/* Warms the caches with the hot questions in a file, one per line, asked
+ * in the tenant's namespace (NULL = default). cached (may be NULL) receives
+ * how many were answered and cached; RQA_NOT_FOUND when the file cannot be
+ * opened. Bad lines are skipped (the questions after them still run). */
+RQA_API rqa_status rqa_engine_preload_questions(rqa_engine* engine, const char* path, const char* tenant,
+                                                size_t* cached);
+
 /* Encodes text with the engine's encoder (hashing or the user's model)
  * into the caller's buffer of `capacity` floats. *dimension receives the
  * vector length (may be NULL); when capacity is too small nothing is written

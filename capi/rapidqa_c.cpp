@@ -211,6 +211,17 @@ rqa_status rqa_engine_invalidate_entry(rqa_engine* engine, const char* entry_id,
   });
 }
 
+rqa_status rqa_engine_preload_questions(rqa_engine* engine, const char* path, const char* tenant, size_t* cached) {
+  return translate([&] {
+    if (!engine) return null_argument("engine");
+    if (!path) return null_argument("path");
+    auto report = engine->engine->preload_questions_file(path, tenant_options(tenant));
+    return report_count(report ? rapidqa::Result<std::size_t>(report->cached)
+                               : rapidqa::Result<std::size_t>(report.status()),
+                        cached);
+  });
+}
+
 rqa_status rqa_engine_set_tenant_threshold(rqa_engine* engine, const char* tenant, float threshold) {
   return translate([&] {
     if (!engine) return null_argument("engine");

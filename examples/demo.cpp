@@ -27,6 +27,7 @@ struct DemoOptions {
   std::vector<std::string> questions;
   std::string model_dir;   // transformer encoder instead of the HashingEncoder
   std::string reader_dir;  // extractive reader over entry contexts
+  std::string preload;     // hot questions to warm the caches with, one per line
   bool json = false;
   bool stats = false;
   bool version = false;
@@ -35,13 +36,14 @@ struct DemoOptions {
 void print_usage(std::FILE* to) {
   std::fprintf(to,
                "usage: rapidqa-demo [--kb FILE] [--model DIR] [--reader DIR] [--question TEXT]... [--json]\n"
-               "                    [--stats] [--version]\n"
+               "                    [--preload FILE] [--stats] [--version]\n"
                "  --kb FILE        knowledge base, one JSON object per line (default: the bundled FAQ)\n"
                "  --model DIR      encode with this BERT-family model directory instead of the built-in\n"
                "                   hashing encoder\n"
                "  --reader DIR     answer with the span a question-answering model finds in the entries'\n"
                "                   context passages\n"
                "  --question TEXT  answer TEXT; without it, questions are read from stdin, one per line\n"
+               "  --preload FILE   warm the caches first with the questions in FILE, one per line\n"
                "  --json           print one JSON object per answer\n"
                "  --stats          print the per-stage p50/p95/p99 latency table at the end\n"
                "  --version        print the versions of rapidqa and its libraries\n");
@@ -70,6 +72,10 @@ int parse_args(int argc, char** argv, DemoOptions& o) {
       const char* v = value(arg.c_str());
       if (!v) return 2;
       (arg == "--model" ? o.model_dir : o.reader_dir) = v;
+    } else if (arg == "--preload") {
+      const char* v = value("--preload");
+      if (!v) return 2;
+      o.preload = v;
     } else if (arg == "--json") {
       o.json = true;
     } else if (arg == "--stats") {
@@ -148,6 +154,20 @@ int main(int argc, char** argv) {
   if (!options.json) {
     std::fprintf(stderr, "loaded %zu entries (%zu phrasings) from %s; encoder %s\n", loaded->entries,
                  loaded->phrasings, options.kb.c_str(), (*engine)->encoder().name().c_str());
+  }
+  if (!options.preload.empty()) {
+    auto preloaded = (*engine)->preload_questions_file(options.preload, {}, [](std::size_t done, std::size_t total) {
+      std::fprintf(stderr, "preloading: %zu/%zu questions\n", done, total);
+    });
+    if (!preloaded) {
+      std::fprintf(stderr, "rapidqa-demo: %s\n", preloaded.status().to_string().c_str());
+      return 1;
+    }
+    for (const auto& bad : preloaded->rejected) {
+      std::fprintf(stderr, "rapidqa-demo: %s line %zu: %s\n", options.preload.c_str(), bad.line, bad.message.c_str());
+    }
+    std::fprintf(stderr, "preloaded %zu of %zu questions (%zu had no answer, %zu rejected)\n", preloaded->cached,
+                 preloaded->questions, preloaded->fallbacks, preloaded->rejected.size());
   }
 
   int failures = 0;

@@ -199,6 +199,9 @@ static void test_tenants_and_corrections(void) {
 
   CHECK(rqa_engine_ask_tenant(engine, "How do I reset my password?", "a", &answer) == RQA_OK);
   rqa_answer_destroy(answer);
+  CHECK(rqa_engine_preload_questions(engine, "/no/such/questions.txt", "c", &removed) == RQA_NOT_FOUND);
+  CHECK(rqa_engine_preload_questions(engine, NULL, "c", &removed) == RQA_INVALID_ARGUMENT);
+
   /* A tenant's own semantic threshold lets a looser paraphrase hit. */
   CHECK(rqa_engine_set_tenant_threshold(engine, "a", 1.5f) == RQA_INVALID_ARGUMENT);
   CHECK(rqa_engine_set_tenant_threshold(engine, "a", 0.5f) == RQA_OK);

@@ -579,3 +579,25 @@ TEST_CASE("Bounded tiers evict and the engine's metrics count it", "[engine][pol
   CHECK(m.cache_bytes > 0);
   CHECK(m.cache_bytes <= 2 * 4 * 4096 + 16 * 1024);
 }
+
+TEST_CASE("Preloading hot questions warms every tier and reports bad lines", "[engine][preload]") {
+  auto engine = faq_engine();
+  const std::string path = "rapidqa-preload-test.txt";
+  {
+    std::ofstream out(path);
+    out << "# hot questions\nHow do I reset my password?\n\n如何重置密码？\nwhat is the airspeed velocity of an unladen swallow\n" << std::string("\xff") << "\n";
+  }
+  std::size_t last_progress = 0;
+  const auto report = engine->preload_questions_file(path, {}, [&](std::size_t done, std::size_t) { last_progress = done; });
+  REQUIRE(report.is_ok());
+  CHECK(report->questions == 4);
+  CHECK(report->cached == 2);
+  CHECK(report->fallbacks == 1);
+  REQUIRE(report->rejected.size() == 1);
+  CHECK(report->rejected.front().line == 6);
+  CHECK(last_progress == 4);
+  CHECK(engine->ask("How do I reset my password?")->tier == AnswerTier::kResultCache);
+  CHECK(engine->ask("如何重置密码？")->tier == AnswerTier::kResultCache);
+  std::remove(path.c_str());
+  CHECK(engine->preload_questions_file("/no/such/file").status().code() == StatusCode::kNotFound);
+}

@@ -17,6 +17,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -100,6 +101,13 @@ struct KnowledgeLoadReport {
   std::vector<KnowledgeLineError> skipped; // bad lines left out (skip_invalid_lines only)
 };
 
+struct PreloadReport {
+  std::size_t questions = 0;                // questions asked
+  std::size_t cached = 0;                   // answered, and now held by the cache tiers
+  std::size_t fallbacks = 0;                // nothing matched: not cached
+  std::vector<KnowledgeLineError> rejected; // bad questions (empty, oversize, invalid UTF-8) by line
+};
+
 class RAPIDQA_EXPORT QAEngine {
  public:
   // Fails with kInvalidArgument when an option is out of range.
@@ -164,6 +172,17 @@ class RAPIDQA_EXPORT QAEngine {
   // the reason and the semantic tier starts cold. Returns the entries loaded.
   Status save_cache_snapshot(const std::string& path) const;
   Result<std::size_t> load_cache_snapshot(const std::string& path);
+
+  // Warms every cache tier with hot questions at start, by asking each in
+  // the options' tenant. A bad question is reported with its (1-based)
+  // line and the rest still run; progress(done, total), when given, is
+  // called after every 1,000 questions and at the end. The file form reads
+  // one question per line (blank lines and lines starting with '#'
+  // skipped); kNotFound when it cannot be opened.
+  PreloadReport preload_questions(const std::vector<std::string>& questions, const AskOptions& options = {},
+                                  const std::function<void(std::size_t, std::size_t)>& progress = nullptr);
+  Result<PreloadReport> preload_questions_file(const std::string& path, const AskOptions& options = {},
+                                               const std::function<void(std::size_t, std::size_t)>& progress = nullptr);
 
   // The most asked groups of similar questions in a tenant's semantic
   // cache (FAISS k-means over the cached question vectors); empty when the

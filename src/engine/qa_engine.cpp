@@ -1,6 +1,7 @@
 #include "rapidqa/qa_engine.h"
 
 #include <algorithm>
+#include <fstream>
 #include <mutex>
 #include <random>
 #include <shared_mutex>
@@ -636,6 +637,44 @@ Result<std::size_t> QAEngine::load_cache_snapshot(const std::string& path) {
       return e != nullptr && e->version == m.version;
     });
   });
+}
+
+PreloadReport QAEngine::preload_questions(const std::vector<std::string>& questions, const AskOptions& options,
+                                         const std::function<void(std::size_t, std::size_t)>& progress) {
+  PreloadReport report;
+  for (std::size_t i = 0; i < questions.size(); ++i) {
+    auto answer = ask(questions[i], options);
+    ++report.questions;
+    if (!answer) {
+      report.rejected.push_back({i + 1, answer.status().message()});
+    } else if (answer->tier == AnswerTier::kFallback) {
+      ++report.fallbacks;
+    } else {
+      ++report.cached;
+    }
+    if (progress && ((i + 1) % 1000 == 0 || i + 1 == questions.size())) progress(i + 1, questions.size());
+  }
+  return report;
+}
+
+Result<PreloadReport> QAEngine::preload_questions_file(const std::string& path, const AskOptions& options,
+                                                       const std::function<void(std::size_t, std::size_t)>& progress) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Status::not_found(fmt::format("question file '{}' cannot be opened (missing or unreadable)", path));
+  std::vector<std::string> questions;
+  std::vector<std::size_t> line_of;  // question index -> line in the file
+  std::string line;
+  for (std::size_t number = 1; std::getline(in, line); ++number) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    const auto first = line.find_first_not_of(" \t");
+    if (first == std::string::npos || line[first] == '#') continue;
+    questions.push_back(line);
+    line_of.push_back(number);
+  }
+  if (in.bad()) return Status::io_error(fmt::format("{}: read failed", path));
+  PreloadReport report = preload_questions(questions, options, progress);
+  for (auto& bad : report.rejected) bad.line = line_of[bad.line - 1];
+  return report;
 }
 
 std::vector<CachedIntent> QAEngine::top_intents(std::size_t intents, const std::string& tenant) const {
