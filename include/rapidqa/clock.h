@@ -7,7 +7,9 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <memory>
+#include <mutex>
 
 #include "rapidqa/export.h"
 
@@ -20,6 +22,13 @@ class RAPIDQA_EXPORT Clock {
 
   virtual ~Clock() = default;
   virtual time_point now() const = 0;
+
+  // Blocks on cv (lock held by the caller, released while waiting) until it
+  // is notified or this clock reaches deadline. May return early
+  // (spuriously): callers re-check their condition and the time in a loop.
+  // The default waits on the steady clock for the same distance.
+  virtual void wait_until(std::condition_variable& cv, std::unique_lock<std::mutex>& lock,
+                          time_point deadline) const;
 };
 
 // The process's steady clock. system_clock() returns a shared instance.
@@ -37,6 +46,9 @@ class RAPIDQA_EXPORT ManualClock final : public Clock {
     return time_point(duration(ticks_.load(std::memory_order_acquire)));
   }
   void advance(duration by) { ticks_.fetch_add(by.count(), std::memory_order_acq_rel); }
+  // Returns after at most a millisecond of real time (or when notified):
+  // the manual time only moves when a test says so, and waiters re-read it.
+  void wait_until(std::condition_variable& cv, std::unique_lock<std::mutex>& lock, time_point deadline) const override;
 
  private:
   std::atomic<duration::rep> ticks_{std::chrono::duration_cast<duration>(std::chrono::hours(1)).count()};

@@ -1,0 +1,525 @@
+// DynamicBatcher<Request, Response>: groups requests that arrive one at a
+// time into batches for a function that is cheaper per request in bulk (a
+// model's forward pass), under a latency target.
+//
+// A request enqueues and gets a future or a callback. A worker dispatches a
+// batch when it is full (max_batch_size requests or max_batch_tokens
+// tokens), when its oldest request has waited max_queue_delay, or when the
+// latency model (learned from the batches it ran) predicts that waiting for
+// one more request would carry the oldest request past target_latency, or a
+// request past its deadline. Requests are taken highest priority first,
+// oldest first within a priority. The queue is bounded: a request that does
+// not fit is rejected at once (a high-priority one takes the place of the
+// newest low-priority request, which is rejected instead). A request whose
+// deadline passes while it is queued completes with kTimedOut at that
+// deadline, from the queue monitor thread, however busy the workers are.
+// Every request completes exactly once: shutdown() runs (or fails) what is
+// queued and waits for the running batches.
+//
+// Typical use:
+//   DynamicBatcher<std::string, std::vector<float>> batcher(options,
+//       [&](std::vector<std::string>& texts, std::size_t worker) { return encode_all(texts); });
+//   auto result = batcher.submit("how do i reset my password").get();
+//   if (result.ok()) use(*result.response);
+//
+// Thread safety: thread-safe. submit() and set_limits() may be called from
+// any thread; the batch function runs on the batcher's worker threads
+// (several at once with workers > 1, each with its own worker index) and
+// callbacks run on worker or monitor threads, never under the batcher's
+// lock. Header-only and generic: nothing in it knows the engine.
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <future>
+#include <limits>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "rapidqa/batch_latency_model.h"
+#include "rapidqa/clock.h"
+
+namespace rapidqa {
+
+enum class BatchPriority : std::size_t { kHigh = 0, kNormal = 1, kLow = 2 };
+inline constexpr std::size_t kBatchPriorityCount = 3;
+
+enum class BatchStatus {
+  kOk,        // the batch ran; response is set
+  kRejected,  // the queue was full, or a higher-priority request took the place
+  kTimedOut,  // the deadline passed while the request was queued
+  kShutDown,  // submitted after shutdown, or failed at a shutdown that does not drain
+  kFailed,    // the batch function threw, or returned the wrong number of responses
+};
+
+inline const char* batch_status_name(BatchStatus status) noexcept {
+  switch (status) {
+    case BatchStatus::kOk: return "ok";
+    case BatchStatus::kRejected: return "rejected";
+    case BatchStatus::kTimedOut: return "timed_out";
+    case BatchStatus::kShutDown: return "shut_down";
+    case BatchStatus::kFailed: return "failed";
+  }
+  return "unknown";
+}
+
+template <typename Response>
+struct BatchResult {
+  BatchStatus status = BatchStatus::kFailed;
+  std::optional<Response> response;      // set when status is kOk
+  std::string message;                   // why, when not kOk
+  std::chrono::nanoseconds queued{0};    // from submit to dispatch (or to the failure)
+  std::chrono::nanoseconds ran{0};       // the batch function's time for the whole batch
+  std::size_t batch_size = 0;            // requests in the batch it ran in
+
+  bool ok() const { return status == BatchStatus::kOk; }
+};
+
+struct DynamicBatcherOptions {
+  std::size_t max_batch_size = 16;                 // requests per batch, at least 1
+  std::size_t max_batch_tokens = 0;                // tokens per batch (a bigger request runs alone); 0 = no budget
+  std::chrono::microseconds max_queue_delay{5000}; // longest the oldest request waits for company
+  std::chrono::microseconds target_latency{0};     // queue wait + run time to keep under; 0 = no prediction rule
+  std::size_t queue_capacity = 1024;               // requests waiting (all priorities); more are rejected
+  std::size_t workers = 1;                         // threads calling the batch function (model replicas), >= 1
+  bool drain_on_shutdown = true;                   // at shutdown run what is queued (true) or fail it (false)
+  double latency_forgetting = 0.98;                // the latency model's fade per measurement, in [0.5, 1]
+  std::shared_ptr<Clock> clock;                    // time for delays, deadlines and measurements; null = steady
+};
+
+struct BatchRequestOptions {
+  BatchPriority priority = BatchPriority::kNormal;
+  std::optional<Clock::time_point> deadline;       // on the batcher's clock; kTimedOut if still queued then
+  std::size_t tokens = 1;                          // the request's cost, for the token budget and the model
+};
+
+struct DynamicBatcherStats {
+  std::size_t queue_depth = 0;                     // waiting now
+  std::size_t running = 0;                         // requests in batches running now
+  std::uint64_t submitted = 0, completed = 0, rejected = 0, timed_out = 0, failed = 0, shut_down = 0;
+  std::uint64_t batches = 0;
+  std::vector<std::uint64_t> batch_sizes;          // [n]: batches of n requests
+  std::array<std::uint64_t, 4> dispatch_reasons{}; // by BatchPlan::Reason: full, delay, predicted, drain
+  std::size_t max_batch_size = 0;                  // current limits (the AutoTuner moves them)
+  std::chrono::microseconds max_queue_delay{0};
+  BatchLatencyModel::Fit latency;                  // what the latency model learned
+};
+
+// The dispatch decision, apart from the threads, so it can be tested with a
+// manual clock. Candidates are the requests a batch would take, in order.
+struct BatchPlan {
+  enum class Reason : std::size_t { kFull = 0, kDelay = 1, kPredicted = 2, kDrain = 3 };
+  std::size_t take = 0;                            // 0: wait
+  Reason reason = Reason::kFull;
+  Clock::time_point wake_at = Clock::time_point::max();  // when waiting: decide again then
+};
+
+struct BatchCandidate {
+  Clock::time_point enqueued;
+  std::optional<Clock::time_point> deadline;
+  std::size_t tokens = 1;
+};
+
+struct BatchLimits {
+  std::size_t max_batch_size = 16;
+  std::size_t max_batch_tokens = 0;
+  std::chrono::microseconds max_queue_delay{5000};
+  std::chrono::microseconds target_latency{0};
+};
+
+// candidates: the queue head in dispatch order (at most max_batch_size + 1
+// of them: one more tells whether the batch is full by tokens).
+inline BatchPlan plan_batch(const std::vector<BatchCandidate>& candidates, const BatchLimits& limits,
+                            const BatchLatencyModel& model, Clock::time_point now, bool draining) {
+  BatchPlan plan;
+  if (candidates.empty()) return plan;
+  const std::size_t max_size = std::max<std::size_t>(1, limits.max_batch_size);
+  std::size_t take = 0, tokens = 0;
+  bool full_by_tokens = false;
+  for (const auto& c : candidates) {
+    if (take == max_size) break;
+    if (limits.max_batch_tokens != 0 && take > 0 && tokens + c.tokens > limits.max_batch_tokens) {
+      full_by_tokens = true;
+      break;
+    }
+    ++take;
+    tokens += c.tokens;
+  }
+  auto dispatch = [&](BatchPlan::Reason reason) {
+    plan.take = take;
+    plan.reason = reason;
+    return plan;
+  };
+  if (take == max_size || full_by_tokens) return dispatch(BatchPlan::Reason::kFull);
+  if (draining) return dispatch(BatchPlan::Reason::kDrain);
+
+  Clock::time_point oldest = Clock::time_point::max();
+  for (std::size_t i = 0; i < take; ++i) oldest = std::min(oldest, candidates[i].enqueued);
+  Clock::time_point latest_start = oldest + limits.max_queue_delay;
+  BatchPlan::Reason reason = BatchPlan::Reason::kDelay;
+  if (model.ready()) {
+    // Waiting is worth it only while one more request could still join
+    // and the batch would finish in time for its oldest request and for
+    // every deadline in it.
+    const std::size_t next_tokens = tokens + std::max<std::size_t>(1, tokens / take);
+    const auto bigger = model.predict(take + 1, next_tokens);
+    auto predicted_start = Clock::time_point::max();
+    if (limits.target_latency.count() > 0) predicted_start = oldest + limits.target_latency - bigger;
+    for (std::size_t i = 0; i < take; ++i) {
+      if (candidates[i].deadline) predicted_start = std::min(predicted_start, *candidates[i].deadline - bigger);
+    }
+    if (predicted_start < latest_start) {
+      latest_start = predicted_start;
+      reason = BatchPlan::Reason::kPredicted;
+    }
+  }
+  if (now >= latest_start) return dispatch(reason);
+  plan.wake_at = latest_start;
+  return plan;
+}
+
+template <typename Request, typename Response>
+class DynamicBatcher {
+ public:
+  // One response per request, in the order given; worker is the index of
+  // the calling worker (0 .. workers-1), for per-replica state. An exception
+  // fails the batch's requests with its message.
+  using BatchFunction = std::function<std::vector<Response>(std::vector<Request>& requests, std::size_t worker)>;
+  using Callback = std::function<void(BatchResult<Response>)>;
+
+  DynamicBatcher(DynamicBatcherOptions options, BatchFunction run)
+      : options_(sanitized(std::move(options))), run_(std::move(run)), model_(options_.latency_forgetting) {
+    limits_.max_batch_size = options_.max_batch_size;
+    limits_.max_batch_tokens = options_.max_batch_tokens;
+    limits_.max_queue_delay = options_.max_queue_delay;
+    limits_.target_latency = options_.target_latency;
+    for (std::size_t w = 0; w < options_.workers; ++w) workers_.emplace_back([this, w] { work(w); });
+    monitor_ = std::thread([this] { monitor(); });
+  }
+
+  ~DynamicBatcher() { shutdown(); }
+  DynamicBatcher(const DynamicBatcher&) = delete;
+  DynamicBatcher& operator=(const DynamicBatcher&) = delete;
+
+  // Enqueues a request; the future is always fulfilled (ok, rejected,
+  // timed out, shut down or failed), never abandoned.
+  std::future<BatchResult<Response>> submit(Request request, const BatchRequestOptions& options = {}) {
+    auto promise = std::make_shared<std::promise<BatchResult<Response>>>();
+    auto future = promise->get_future();
+    submit(std::move(request), options, [promise](BatchResult<Response> result) { promise->set_value(std::move(result)); });
+    return future;
+  }
+
+  // The same with a callback, called exactly once (possibly before submit
+  // returns, for a rejection). It must not block for long: it runs on a
+  // batcher thread.
+  void submit(Request request, const BatchRequestOptions& options, Callback done) {
+    std::vector<Finished> finished;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ++stats_.submitted;
+      const auto now = options_.clock->now();
+      Pending pending{std::move(request), options, now, std::move(done)};
+      if (stopping_) {
+        finished.push_back(fail(std::move(pending), BatchStatus::kShutDown, "the batcher is shut down", now));
+      } else if (queued_ >= options_.queue_capacity && !make_room_for(options.priority, now, finished)) {
+        finished.push_back(fail(std::move(pending), BatchStatus::kRejected,
+                                "the queue is full (" + std::to_string(queued_) + " requests waiting)", now));
+      } else {
+        queue_[index_of(options.priority)].push_back(std::move(pending));
+        ++queued_;
+        work_cv_.notify_one();
+        if (options.deadline) monitor_cv_.notify_one();
+      }
+    }
+    complete(finished);
+  }
+
+  // Moves the batch limits (the AutoTuner's handle); takes effect at the
+  // next dispatch decision. A size of 0 is taken as 1.
+  void set_limits(std::size_t max_batch_size, std::chrono::microseconds max_queue_delay) {
+    std::lock_guard<std::mutex> lock(mu_);
+    limits_.max_batch_size = std::max<std::size_t>(1, max_batch_size);
+    limits_.max_queue_delay = std::max(std::chrono::microseconds(0), max_queue_delay);
+    work_cv_.notify_all();
+  }
+
+  BatchLimits limits() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return limits_;
+  }
+
+  // The batch latency the model predicts for a batch of this size and cost.
+  std::chrono::nanoseconds predict_latency(std::size_t batch_size, std::size_t tokens) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return model_.predict(batch_size, tokens);
+  }
+
+  DynamicBatcherStats stats() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    DynamicBatcherStats s = stats_;
+    s.queue_depth = queued_;
+    s.running = running_;
+    s.max_batch_size = limits_.max_batch_size;
+    s.max_queue_delay = limits_.max_queue_delay;
+    s.latency = model_.fit();
+    return s;
+  }
+
+  // Whether shutdown() has begun: every later submit completes kShutDown.
+  bool shutting_down() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return stopping_;
+  }
+
+  // Stops taking requests, runs (drain_on_shutdown) or fails what is
+  // queued, and joins the threads. Idempotent; the destructor calls it.
+  void shutdown() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stopping_ && workers_.empty()) return;
+      stopping_ = true;
+    }
+    work_cv_.notify_all();
+    monitor_cv_.notify_all();
+    for (auto& w : workers_) {
+      if (w.joinable()) w.join();
+    }
+    if (monitor_.joinable()) monitor_.join();
+    std::vector<Finished> finished;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      workers_.clear();
+      const auto now = options_.clock->now();
+      for (auto& queue : queue_) {
+        for (auto& p : queue) finished.push_back(fail(std::move(p), BatchStatus::kShutDown, "the batcher shut down", now));
+        queue.clear();
+      }
+      queued_ = 0;
+    }
+    complete(finished);
+  }
+
+ private:
+  struct Pending {
+    Request request;
+    BatchRequestOptions options;
+    Clock::time_point enqueued;
+    Callback done;
+  };
+  struct Finished {
+    Callback done;
+    BatchResult<Response> result;
+  };
+
+  static DynamicBatcherOptions sanitized(DynamicBatcherOptions o) {
+    o.max_batch_size = std::max<std::size_t>(1, o.max_batch_size);
+    o.workers = std::max<std::size_t>(1, o.workers);
+    if (!o.clock) o.clock = steady_clock_instance();
+    return o;
+  }
+
+  static std::size_t index_of(BatchPriority p) { return std::min(static_cast<std::size_t>(p), kBatchPriorityCount - 1); }
+
+  Finished fail(Pending&& p, BatchStatus status, std::string message, Clock::time_point now) {  // mu_ held
+    switch (status) {
+      case BatchStatus::kRejected: ++stats_.rejected; break;
+      case BatchStatus::kTimedOut: ++stats_.timed_out; break;
+      case BatchStatus::kShutDown: ++stats_.shut_down; break;
+      default: ++stats_.failed; break;
+    }
+    BatchResult<Response> r;
+    r.status = status;
+    r.message = std::move(message);
+    r.queued = std::chrono::duration_cast<std::chrono::nanoseconds>(now - p.enqueued);
+    return {std::move(p.done), std::move(r)};
+  }
+
+  // A full queue lets a request in only by rejecting the newest request of
+  // a lower priority. mu_ held.
+  bool make_room_for(BatchPriority priority, Clock::time_point now, std::vector<Finished>& finished) {
+    for (std::size_t q = kBatchPriorityCount; q-- > index_of(priority) + 1;) {
+      if (queue_[q].empty()) continue;
+      finished.push_back(fail(std::move(queue_[q].back()), BatchStatus::kRejected,
+                              "the queue is full: a higher-priority request took the place", now));
+      queue_[q].pop_back();
+      --queued_;
+      return true;
+    }
+    return false;
+  }
+
+  void complete(std::vector<Finished>& finished) {  // mu_ not held
+    for (auto& f : finished) {
+      if (f.done) f.done(std::move(f.result));
+    }
+    finished.clear();
+  }
+
+  std::vector<BatchCandidate> candidates() const {  // mu_ held
+    std::vector<BatchCandidate> out;
+    const std::size_t want = limits_.max_batch_size + 1;
+    for (const auto& queue : queue_) {
+      for (const auto& p : queue) {
+        if (out.size() == want) return out;
+        out.push_back({p.enqueued, p.options.deadline, p.options.tokens});
+      }
+    }
+    return out;
+  }
+
+  std::vector<Pending> pop(std::size_t count) {  // mu_ held
+    std::vector<Pending> batch;
+    batch.reserve(count);
+    for (auto& queue : queue_) {
+      while (batch.size() < count && !queue.empty()) {
+        batch.push_back(std::move(queue.front()));
+        queue.pop_front();
+      }
+    }
+    queued_ -= batch.size();
+    return batch;
+  }
+
+  void work(std::size_t worker) {
+    std::unique_lock<std::mutex> lock(mu_);
+    for (;;) {
+      if (queued_ == 0) {
+        if (stopping_) return;
+        work_cv_.wait(lock);
+        continue;
+      }
+      const bool draining = stopping_ && options_.drain_on_shutdown;
+      if (stopping_ && !draining) return;  // shutdown() fails what is left
+      const auto now = options_.clock->now();
+      const BatchPlan plan = plan_batch(candidates(), limits_, model_, now, draining);
+      if (plan.take == 0) {
+        options_.clock->wait_until(work_cv_, lock, plan.wake_at);
+        continue;
+      }
+      ++stats_.dispatch_reasons[static_cast<std::size_t>(plan.reason)];
+      std::vector<Pending> batch = pop(plan.take);
+      running_ += batch.size();
+      if (queued_ > 0) work_cv_.notify_one();  // another worker may take the rest
+      lock.unlock();
+      run_batch(batch, worker, now);
+      lock.lock();
+      running_ -= batch.size();
+    }
+  }
+
+  void run_batch(std::vector<Pending>& batch, std::size_t worker, Clock::time_point dispatched) {  // mu_ not held
+    std::vector<Request> requests;
+    requests.reserve(batch.size());
+    std::size_t tokens = 0;
+    for (auto& p : batch) {
+      requests.push_back(std::move(p.request));
+      tokens += p.options.tokens;
+    }
+    std::vector<Response> responses;
+    std::string error;
+    const auto started = options_.clock->now();
+    try {
+      responses = run_(requests, worker);
+      if (responses.size() != batch.size()) {
+        error = "the batch function returned " + std::to_string(responses.size()) + " responses for " +
+                std::to_string(batch.size()) + " requests";
+      }
+    } catch (const std::exception& e) {
+      error = std::string("the batch function failed: ") + e.what();
+    } catch (...) {
+      error = "the batch function failed with an unknown exception";
+    }
+    const auto ran = std::chrono::duration_cast<std::chrono::nanoseconds>(options_.clock->now() - started);
+    std::vector<Finished> finished;
+    finished.reserve(batch.size());
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ++stats_.batches;
+      if (stats_.batch_sizes.size() <= batch.size()) stats_.batch_sizes.resize(batch.size() + 1, 0);
+      ++stats_.batch_sizes[batch.size()];
+      if (error.empty()) {
+        model_.observe(batch.size(), tokens, ran);
+        stats_.completed += batch.size();
+      } else {
+        stats_.failed += batch.size();
+      }
+    }
+    for (std::size_t i = 0; i < batch.size(); ++i) {
+      BatchResult<Response> r;
+      r.status = error.empty() ? BatchStatus::kOk : BatchStatus::kFailed;
+      if (error.empty()) r.response = std::move(responses[i]);
+      r.message = error;
+      r.queued = std::chrono::duration_cast<std::chrono::nanoseconds>(dispatched - batch[i].enqueued);
+      r.ran = ran;
+      r.batch_size = batch.size();
+      finished.push_back({std::move(batch[i].done), std::move(r)});
+    }
+    complete(finished);
+  }
+
+  // The queue monitor: completes requests at their deadline with kTimedOut,
+  // so a caller never waits past it, however long the running batches take.
+  void monitor() {
+    std::unique_lock<std::mutex> lock(mu_);
+    std::vector<Finished> finished;
+    for (;;) {
+      const auto now = options_.clock->now();
+      auto earliest = Clock::time_point::max();
+      for (auto& queue : queue_) {
+        for (auto it = queue.begin(); it != queue.end();) {
+          if (it->options.deadline && *it->options.deadline <= now) {
+            finished.push_back(fail(std::move(*it), BatchStatus::kTimedOut, "the deadline passed in the queue", now));
+            it = queue.erase(it);
+            --queued_;
+          } else {
+            if (it->options.deadline) earliest = std::min(earliest, *it->options.deadline);
+            ++it;
+          }
+        }
+      }
+      if (!finished.empty()) {
+        lock.unlock();
+        complete(finished);
+        lock.lock();
+        continue;
+      }
+      // At shutdown the workers drain (or shutdown() fails) the rest.
+      if (stopping_) return;
+      if (earliest == Clock::time_point::max()) {
+        monitor_cv_.wait(lock);
+      } else {
+        options_.clock->wait_until(monitor_cv_, lock, earliest);
+      }
+    }
+  }
+
+  const DynamicBatcherOptions options_;
+  const BatchFunction run_;
+  mutable std::mutex mu_;
+  std::condition_variable work_cv_;     // new requests, limits, shutdown
+  std::condition_variable monitor_cv_;  // new deadlines, shutdown
+  std::array<std::deque<Pending>, kBatchPriorityCount> queue_;  // guarded by mu_
+  std::size_t queued_ = 0;              // guarded by mu_
+  std::size_t running_ = 0;             // guarded by mu_
+  bool stopping_ = false;               // guarded by mu_
+  BatchLimits limits_;                  // guarded by mu_
+  BatchLatencyModel model_;             // guarded by mu_
+  DynamicBatcherStats stats_;           // guarded by mu_
+  std::vector<std::thread> workers_;
+  std::thread monitor_;
+};
+
+}  // namespace rapidqa
