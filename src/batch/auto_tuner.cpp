@@ -1,0 +1,156 @@
+#include "rapidqa/auto_tuner.h"
+
+#include <algorithm>
+#include <cmath>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <thread>
+
+#include <fmt/format.h>
+
+namespace rapidqa {
+namespace {
+
+AutoTunerOptions sanitized(AutoTunerOptions o) {
+  if (!o.clock) o.clock = steady_clock_instance();
+  o.min_batch_size = std::max<std::size_t>(1, o.min_batch_size);
+  o.max_batch_size = std::max(o.min_batch_size, o.max_batch_size);
+  o.max_step = std::max<std::size_t>(1, o.max_step);
+  o.hysteresis = std::max<std::size_t>(1, o.hysteresis);
+  if (!(o.shrink_factor > 0 && o.shrink_factor < 1)) o.shrink_factor = 0.8;
+  if (!(o.grow_factor > 1)) o.grow_factor = 1.15;
+  o.max_queue_delay = std::max(o.min_queue_delay, o.max_queue_delay);
+  if (o.interval.count() <= 0) o.interval = std::chrono::milliseconds(1000);
+  return o;
+}
+
+}  // namespace
+
+struct AutoTuner::Impl {
+  AutoTunerOptions options;
+  Sampler sampler;
+  BatchControl control;
+  // Decisions are serialised by tune_mu, which is held while the control
+  // is read and set; mu guards what readers see and is never held then.
+  std::mutex tune_mu;
+  int direction = 0;              // guarded by tune_mu: -1 shrink, +1 grow, 0 hold
+  std::size_t agreeing = 0;       // guarded by tune_mu: intervals in a row that wanted `direction`
+  mutable std::mutex mu;
+  std::condition_variable cv;
+  std::deque<TunerMove> history;  // guarded by mu
+  std::uint64_t moves = 0;        // guarded by mu
+  bool running = false;           // guarded by mu
+  std::thread loop;
+
+  // The batch size after a move, bounded in both senses and always a change
+  // of at least one request when not at the bound.
+  std::size_t resized(std::size_t size, int dir) const {
+    const double factor = dir < 0 ? options.shrink_factor : options.grow_factor;
+    auto target = static_cast<std::size_t>(std::lround(static_cast<double>(size) * factor));
+    if (dir > 0) target = std::clamp(target, size + 1, size + options.max_step);
+    if (dir < 0) target = std::clamp(target, size > options.max_step ? size - options.max_step : 1, size > 1 ? size - 1 : 1);
+    return std::clamp(target, options.min_batch_size, options.max_batch_size);
+  }
+
+  std::chrono::microseconds redelayed(std::chrono::microseconds delay, int dir) const {
+    const double factor = dir < 0 ? options.shrink_factor : options.grow_factor;
+    const auto scaled = std::chrono::microseconds(std::llround(static_cast<double>(std::max<std::int64_t>(delay.count(), 1)) * factor));
+    return std::clamp(scaled, options.min_queue_delay, options.max_queue_delay);
+  }
+};
+
+AutoTuner::AutoTuner(AutoTunerOptions options, Sampler sampler, BatchControl control)
+    : impl_(std::make_unique<Impl>()) {
+  impl_->options = sanitized(std::move(options));
+  impl_->sampler = std::move(sampler);
+  impl_->control = std::move(control);
+}
+
+AutoTuner::~AutoTuner() { stop(); }
+
+void AutoTuner::start() {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  if (impl_->running) return;
+  impl_->running = true;
+  impl_->loop = std::thread([this] {
+    std::unique_lock<std::mutex> lock(impl_->mu);
+    auto next = impl_->options.clock->now() + impl_->options.interval;
+    while (impl_->running) {
+      if (impl_->options.clock->now() < next) {
+        impl_->options.clock->wait_until(impl_->cv, lock, next);
+        continue;
+      }
+      next += impl_->options.interval;
+      lock.unlock();
+      (void)tune_once();
+      lock.lock();
+    }
+  });
+}
+
+void AutoTuner::stop() {
+  std::thread loop;
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    impl_->running = false;
+    loop = std::move(impl_->loop);
+  }
+  impl_->cv.notify_all();
+  if (loop.joinable()) loop.join();
+}
+
+std::optional<TunerMove> AutoTuner::tune_once() {
+  std::lock_guard<std::mutex> decision(impl_->tune_mu);
+  const LoadSample sample = impl_->sampler ? impl_->sampler() : LoadSample{};
+  const AutoTunerOptions& o = impl_->options;
+  int want = 0;
+  std::string why;
+  if (sample.requests > 0) {
+    if (sample.p99 > o.p99_high && sample.qps >= o.high_load_qps) {
+      want = -1;
+      why = fmt::format("p99 {}us > {}us at {:.0f} qps: shrink", sample.p99.count(), o.p99_high.count(), sample.qps);
+    } else if (sample.p99 < o.p99_low && sample.qps <= o.spare_load_qps) {
+      want = +1;
+      why = fmt::format("p99 {}us < {}us at {:.0f} qps: grow", sample.p99.count(), o.p99_low.count(), sample.qps);
+    }
+  }
+  if (want == 0 || want != impl_->direction) {
+    impl_->direction = want;
+    impl_->agreeing = want == 0 ? 0 : 1;
+  } else {
+    ++impl_->agreeing;
+  }
+  if (want == 0 || impl_->agreeing < o.hysteresis || !impl_->control.limits || !impl_->control.set_limits) {
+    return std::nullopt;
+  }
+  const auto [size, delay] = impl_->control.limits();
+  TunerMove move;
+  move.at = o.clock->now();
+  move.observed = sample;
+  move.old_batch_size = size;
+  move.old_queue_delay = delay;
+  move.new_batch_size = impl_->resized(size, want);
+  move.new_queue_delay = impl_->redelayed(delay, want);
+  move.reason = std::move(why);
+  impl_->agreeing = 0;  // the next move needs fresh evidence of its own
+  if (move.new_batch_size == size && move.new_queue_delay == delay) return std::nullopt;  // at the bound
+  impl_->control.set_limits(move.new_batch_size, move.new_queue_delay);
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  impl_->history.push_back(move);
+  while (impl_->history.size() > o.history_limit) impl_->history.pop_front();
+  ++impl_->moves;
+  return move;
+}
+
+std::vector<TunerMove> AutoTuner::history() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  return {impl_->history.begin(), impl_->history.end()};
+}
+
+std::uint64_t AutoTuner::moves() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  return impl_->moves;
+}
+
+}  // namespace rapidqa

@@ -1,0 +1,130 @@
+// AutoTuner: the practice's rule (shrink 20% over 300 ms at high load, grow
+// 15% under 200 ms with spare capacity), hysteresis, bounded steps, the
+// history, and the owned loop on a manual clock.
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <memory>
+#include <thread>
+
+#include "rapidqa/auto_tuner.h"
+#include "rapidqa/dynamic_batcher.h"
+
+using namespace std::chrono_literals;
+using rapidqa::AutoTuner;
+using rapidqa::AutoTunerOptions;
+using rapidqa::BatchControl;
+using rapidqa::LoadSample;
+
+namespace {
+
+// A batcher stand-in that only holds limits.
+struct Limits {
+  std::size_t size = 20;
+  std::chrono::microseconds delay{10000};
+  BatchControl control() {
+    return {[this] { return std::make_pair(size, delay); },
+            [this](std::size_t s, std::chrono::microseconds d) {
+              size = s;
+              delay = d;
+            }};
+  }
+};
+
+LoadSample sample(std::chrono::milliseconds p99, double qps) {
+  return {std::chrono::duration_cast<std::chrono::microseconds>(p99), qps, 100};
+}
+
+}  // namespace
+
+TEST_CASE("The tuner shrinks 20% when p99 is over 300 ms at high load, after two agreeing intervals", "[tuner]") {
+  Limits limits;
+  LoadSample now = sample(350ms, 800);
+  AutoTuner tuner({}, [&] { return now; }, limits.control());
+  CHECK_FALSE(tuner.tune_once());  // hysteresis: one interval is not enough
+  const auto move = tuner.tune_once();
+  REQUIRE(move);
+  CHECK(limits.size == 16);
+  CHECK(limits.delay == 8000us);
+  CHECK(move->old_batch_size == 20);
+  CHECK(move->reason.find("shrink") != std::string::npos);
+  // High p99 at low load is not the batcher's doing: hold.
+  now = sample(350ms, 100);
+  CHECK_FALSE(tuner.tune_once());
+  CHECK_FALSE(tuner.tune_once());
+  CHECK(limits.size == 16);
+}
+
+TEST_CASE("The tuner grows 15% with spare capacity, in bounded steps, and never past its bounds", "[tuner]") {
+  Limits limits;
+  AutoTunerOptions options;
+  options.hysteresis = 1;
+  options.max_batch_size = 24;
+  options.max_step = 2;
+  LoadSample now = sample(50ms, 100);
+  AutoTuner tuner(options, [&] { return now; }, limits.control());
+  REQUIRE(tuner.tune_once());
+  CHECK(limits.size == 22);  // 15% of 20 is 3, but a step is at most 2
+  CHECK(limits.delay == 11500us);
+  REQUIRE(tuner.tune_once());
+  CHECK(limits.size == 24);
+  tuner.tune_once();
+  CHECK(limits.size == 24);  // the bound holds
+  // Between the thresholds nothing moves, and no signal moves nothing.
+  now = sample(250ms, 400);
+  CHECK_FALSE(tuner.tune_once());
+  now = LoadSample{};
+  CHECK_FALSE(tuner.tune_once());
+  const auto history = tuner.history();
+  REQUIRE(history.size() >= 2);
+  CHECK(history.front().new_batch_size == 22);
+  CHECK(history.front().observed.qps == 100);
+}
+
+TEST_CASE("A disagreeing interval restarts the hysteresis count", "[tuner]") {
+  Limits limits;
+  AutoTunerOptions options;
+  options.hysteresis = 3;
+  LoadSample now = sample(400ms, 900);
+  AutoTuner tuner(options, [&] { return now; }, limits.control());
+  CHECK_FALSE(tuner.tune_once());
+  CHECK_FALSE(tuner.tune_once());
+  now = sample(250ms, 900);  // in between
+  CHECK_FALSE(tuner.tune_once());
+  now = sample(400ms, 900);
+  CHECK_FALSE(tuner.tune_once());
+  CHECK_FALSE(tuner.tune_once());
+  CHECK(tuner.tune_once());
+  CHECK(tuner.moves() == 1);
+}
+
+TEST_CASE("The tuner's own loop decides once per interval of its clock and steers a real batcher", "[tuner]") {
+  auto clock = std::make_shared<rapidqa::ManualClock>();
+  rapidqa::DynamicBatcherOptions batch_options;
+  batch_options.max_batch_size = 8;
+  batch_options.max_queue_delay = 2ms;
+  rapidqa::DynamicBatcher<int, int> batcher(batch_options, [](std::vector<int>& in, std::size_t) { return in; });
+  AutoTunerOptions options;
+  options.hysteresis = 1;
+  options.interval = 1s;
+  options.clock = clock;
+  std::atomic<int> samples{0};
+  AutoTuner tuner(options, [&] {
+    ++samples;
+    return sample(10ms, 10);
+  }, rapidqa::control_of(batcher));
+  tuner.start();
+  // Bounded waits for the loop thread; the decisions follow manual time only.
+  auto wait_for_samples = [&](int n, int real_ms = 10000) {
+    for (int i = 0; i < real_ms && samples.load() < n; ++i) std::this_thread::sleep_for(1ms);
+    return samples.load();
+  };
+  CHECK(wait_for_samples(1, 50) == 0);  // manual time has not moved: no decision yet
+  clock->advance(1s);
+  CHECK(wait_for_samples(1) == 1);
+  clock->advance(1s);
+  CHECK(wait_for_samples(2) == 2);
+  tuner.stop();
+  CHECK(batcher.limits().max_batch_size == 10);  // 8 -> 9 -> 10
+  CHECK(tuner.history().size() == 2);
+}
