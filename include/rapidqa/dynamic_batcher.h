@@ -267,6 +267,28 @@ class DynamicBatcher {
     return model_.predict(batch_size, tokens);
   }
 
+  // How long a request of this cost submitted now would take to complete:
+  // the batches queued ahead of it (shared among the workers), a wait for
+  // company when its batch would not be full, and its own batch's run.
+  // Zero while the latency model has not learned yet.
+  std::chrono::nanoseconds predict_completion(std::size_t tokens) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!model_.ready()) return std::chrono::nanoseconds(0);
+    const std::size_t size = limits_.max_batch_size;
+    const std::size_t ahead = queued_ / size;
+    const std::size_t own = queued_ % size + 1;
+    auto total = model_.predict(own, own * tokens);
+    total += (ahead + running_ / size) * model_.predict(size, size * tokens) / options_.workers;
+    if (own < size) total += std::chrono::duration_cast<std::chrono::nanoseconds>(limits_.max_queue_delay);
+    return total;
+  }
+
+  // Whether the queue holds at least this fraction of its capacity.
+  bool saturated(double fraction) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return static_cast<double>(queued_) >= fraction * static_cast<double>(options_.queue_capacity);
+  }
+
   DynamicBatcherStats stats() const {
     std::lock_guard<std::mutex> lock(mu_);
     DynamicBatcherStats s = stats_;

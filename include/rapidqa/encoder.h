@@ -33,6 +33,11 @@ class RAPIDQA_EXPORT Encoder {
   // the encoder cannot read; out is then unspecified.
   virtual Status encode(const std::vector<std::string>& texts, std::vector<float>& out) const = 0;
 
+  // Whether encode() costs microseconds (a lexical encoder): the engine
+  // then calls it inline rather than batching, and never needs to degrade
+  // around it.
+  virtual bool is_lightweight() const { return false; }
+
   // Whether encode() expects normalize_text() output (lower-cased, no
   // punctuation). A transformer reads the text as written instead.
   virtual bool wants_normalized_text() const { return true; }

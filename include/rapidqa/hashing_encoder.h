@@ -42,6 +42,7 @@ class RAPIDQA_EXPORT HashingEncoder final : public Encoder {
 
   std::size_t dimension() const override;
   std::string name() const override;
+  bool is_lightweight() const override { return true; }
   Status encode(const std::vector<std::string>& texts, std::vector<float>& out) const override;
   // Learns document frequencies of every feature from the corpus. Before the
   // first call every feature weighs the same (IDF 1).

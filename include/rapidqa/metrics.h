@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "rapidqa/answer.h"
 #include "rapidqa/export.h"
@@ -45,6 +46,13 @@ struct RAPIDQA_EXPORT MetricsSnapshot {
   std::uint64_t cache_displacements = 0; // answers dropped because an added or changed entry answers better
   std::size_t cache_entries = 0;         // answers held now
   std::size_t cache_bytes = 0;           // estimated bytes held now
+  // The model encoder's batcher (all zero when the encoder is called inline):
+  std::size_t encoder_queue_depth = 0;   // requests waiting now
+  std::uint64_t encoder_batches = 0;     // forward passes run
+  std::uint64_t encoder_rejected = 0;    // requests refused by the full queue
+  std::uint64_t encoder_timed_out = 0;   // requests whose deadline passed in the queue
+  std::vector<std::uint64_t> encoder_batch_sizes;  // [n]: batches of n requests
+  std::size_t encoder_max_batch_size = 0;          // current limit (the AutoTuner may move it)
 
   const LatencySummary& stage(Stage s) const { return stages[static_cast<std::size_t>(s)]; }
   // hits / (hits + misses), 0 when there were no lookups.

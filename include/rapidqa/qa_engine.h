@@ -27,6 +27,7 @@
 #include "rapidqa/answer.h"
 #include "rapidqa/clock.h"
 #include "rapidqa/compute_runtime.h"
+#include "rapidqa/dynamic_batcher.h"
 #include "rapidqa/encoder.h"
 #include "rapidqa/export.h"
 #include "rapidqa/hashing_encoder.h"
@@ -41,6 +42,36 @@
 #include "rapidqa/text_normalizer.h"
 
 namespace rapidqa {
+
+// Graceful degradation, for engines with a model encoder: a request that
+// cannot get the model in time is still answered, by a cheaper path, and
+// the Answer says so (degraded, degraded_reason).
+struct DegradationOptions {
+  bool enabled = true;
+  // The queue fill (fraction of encoder_batching.queue_capacity) at which
+  // the model counts as saturated: new asks take the lexical path at once.
+  double queue_saturation = 0.9;
+  // The last resort once the deadline has passed or the lexical path found
+  // nothing: a cached answer (result or knowledge tier) that expired at most
+  // this long ago. 0 = never serve an expired answer.
+  std::chrono::milliseconds max_staleness{10 * 60 * 1000};
+  std::chrono::milliseconds default_timeout{0};  // AskOptions::timeout when a request sets none; 0 = no deadline
+  float lexical_min_score = 0.35f;  // the lexical path's min_answer_score (its cosines are not the model's)
+  // Kept back from a request's deadline for the lexical path (a fraction of
+  // a millisecond at 10k entries): the model is given up on this much
+  // before the deadline, so the degraded answer still arrives in time.
+  std::chrono::microseconds lexical_reserve{1000};
+};
+
+// Encoder batches: concurrent asks share the model's forward passes. Only
+// for model encoders (a lightweight encoder is called inline).
+inline DynamicBatcherOptions default_encoder_batching() {
+  DynamicBatcherOptions o;
+  o.max_batch_size = 32;
+  o.max_queue_delay = std::chrono::microseconds(2000);
+  o.queue_capacity = 1024;
+  return o;
+}
 
 struct EngineOptions {
   // The encoder used for retrieval and the semantic cache. Null: a
@@ -82,6 +113,10 @@ struct EngineOptions {
   std::size_t rebuild_queue_capacity = 256;// pending rebuilds; more are dropped (counted), not queued
   std::uint64_t rebuild_min_hits = 1;      // result-cache hits that make a question hot
 
+  bool batch_encoder = true;               // batch a model encoder's calls (see encoder_batching)
+  DynamicBatcherOptions encoder_batching = default_encoder_batching();  // clock: the engine's when null
+  DegradationOptions degradation;
+
   ComputeThreads threads;                  // applied process-wide at create()
   LogSink log = stderr_log_sink();         // background events (Redis outages, ...); null = silent
   std::shared_ptr<Clock> clock;            // time source for TTLs; null = steady clock
@@ -93,6 +128,12 @@ struct AskOptions {
   std::optional<float> semantic_threshold; // override SemanticCacheOptions::similarity_threshold
   std::optional<std::size_t> top_k;        // override EngineOptions::top_k
   std::optional<float> min_answer_score;   // override EngineOptions::min_answer_score
+  // The request's time budget from the call; 0 = the engine's
+  // degradation.default_timeout. Near it the engine degrades rather than
+  // waits: the ask returns by then (give or take the lexical path's
+  // fraction of a millisecond).
+  std::chrono::milliseconds timeout{0};
+  BatchPriority priority = BatchPriority::kNormal;  // in the model's queue
 };
 
 struct KnowledgeLoadReport {

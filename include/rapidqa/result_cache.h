@@ -32,6 +32,9 @@ struct ResultCacheOptions {
   std::chrono::milliseconds ttl{5 * 60 * 1000};  // expiry (5 min); an insert may ask for less
   ExpiryMode expiry = ExpiryMode::kAbsolute;  // TTL from insertion, or from the last hit
   EvictionPolicy eviction = EvictionPolicy::kLeastRecentlyUsed;  // what goes first when full
+  // Expired answers are kept this much longer (never served as fresh, still
+  // counted in the bounds) for lookup_stale(); 0 = dropped at expiry.
+  std::chrono::milliseconds stale_grace{0};
   std::size_t shards = 16;                    // independent lock domains; at least 1
   std::shared_ptr<Clock> clock;               // time source; null = steady clock
 };
@@ -70,6 +73,12 @@ class RAPIDQA_EXPORT ResultCache {
   // by count or by bytes. An answer larger than the shard's byte bound is
   // not stored.
   void insert(const std::string& key, Answer answer, std::chrono::milliseconds ttl = std::chrono::milliseconds(0));
+
+  // The last resort of a degraded request: the answer under key even if it
+  // expired, as long as it expired at most max_age ago (and within
+  // stale_grace). *age receives how long ago it expired (zero when live).
+  std::optional<Answer> lookup_stale(const std::string& key, std::chrono::milliseconds max_age,
+                                     std::chrono::milliseconds* age = nullptr) const;
 
   // Removes key; returns whether it was there.
   bool erase(const std::string& key);

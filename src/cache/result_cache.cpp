@@ -36,7 +36,7 @@ struct ResultCache::Impl {
   std::vector<std::unique_ptr<Shard>> shards;
   std::atomic<std::uint64_t> hits{0}, misses{0}, lookup_expirations{0}, invalidations{0};
 
-  Shard& shard_for(const std::string& key) { return *shards[std::hash<std::string>{}(key) % shards.size()]; }
+  Shard& shard_for(const std::string& key) const { return *shards[std::hash<std::string>{}(key) % shards.size()]; }
 };
 
 ResultCache::ResultCache(ResultCacheOptions options) : impl_(std::make_unique<Impl>()) {
@@ -48,6 +48,7 @@ ResultCache::ResultCache(ResultCacheOptions options) : impl_(std::make_unique<Im
   limits.ttl = options.ttl;
   limits.expiry = options.expiry;
   limits.eviction = options.eviction;
+  limits.grace = options.stale_grace;
   limits.max_entries = options.capacity == 0 ? 0 : std::max<std::size_t>(1, options.capacity / options.shards);
   limits.max_bytes = options.capacity_bytes == 0 ? 0 : std::max<std::size_t>(1, options.capacity_bytes / options.shards);
   for (std::size_t i = 0; i < options.shards; ++i) impl_->shards.push_back(std::make_unique<Shard>(limits));
@@ -65,8 +66,12 @@ std::optional<Answer> ResultCache::lookup(const std::string& key) {
     return std::nullopt;
   }
   if (!Store::live(*item, now)) {
-    shard.store.erase(key);
-    impl_->lookup_expirations.fetch_add(1, std::memory_order_relaxed);
+    // Within the stale grace the answer stays for lookup_stale(); it is
+    // counted as expired once, when it goes.
+    if (shard.store.reclaimable(*item, now)) {
+      shard.store.erase(key);
+      impl_->lookup_expirations.fetch_add(1, std::memory_order_relaxed);
+    }
     impl_->misses.fetch_add(1, std::memory_order_relaxed);
     return std::nullopt;
   }
@@ -81,6 +86,21 @@ void ResultCache::insert(const std::string& key, Answer answer, std::chrono::mil
   const std::size_t bytes = item_bytes(key, answer);
   std::lock_guard<std::mutex> lock(shard.mu);
   shard.store.insert(key, std::move(answer), bytes, ttl, now, kIgnoreRemoval);
+}
+
+std::optional<Answer> ResultCache::lookup_stale(const std::string& key, std::chrono::milliseconds max_age,
+                                                std::chrono::milliseconds* age) const {
+  Shard& shard = impl_->shard_for(key);
+  const auto now = impl_->options.clock->now();
+  std::lock_guard<std::mutex> lock(shard.mu);
+  const Store::Item* item = shard.store.find(key);
+  if (!item) return std::nullopt;
+  const auto expired = std::max(Clock::duration::zero(), Store::expired_for(*item, now));
+  if (expired > max_age || (expired > Clock::duration::zero() && shard.store.reclaimable(*item, now))) {
+    return std::nullopt;
+  }
+  if (age) *age = std::chrono::duration_cast<std::chrono::milliseconds>(expired);
+  return item->value;
 }
 
 bool ResultCache::erase(const std::string& key) {

@@ -37,6 +37,9 @@ struct TierLimits {
   std::size_t max_bytes = 0;                      // 0: bounded by entry count only
   EvictionPolicy eviction = EvictionPolicy::kLeastRecentlyUsed;
   std::size_t eviction_samples = 16;              // items compared per eviction
+  // How long an expired item is kept (never served as fresh) so a degraded
+  // request may still use it; memory is reclaimed after that.
+  Clock::duration grace = Clock::duration::zero();
 };
 
 // Why an item left the store (for the owner's own bookkeeping).
@@ -72,6 +75,14 @@ class TierStore {
   }
   static bool live(const Item& item, Clock::time_point now) {
     return now.time_since_epoch().count() < item.expires_at.load(std::memory_order_relaxed);
+  }
+  // How long ago the item expired (zero or negative while live).
+  static Clock::duration expired_for(const Item& item, Clock::time_point now) {
+    return now.time_since_epoch() - Clock::duration(item.expires_at.load(std::memory_order_relaxed));
+  }
+  // Past its expiry and its grace: nothing may use it any more.
+  bool reclaimable(const Item& item, Clock::time_point now) const {
+    return expired_for(item, now) >= limits_.grace;
   }
   // A hit: counts it, marks it recent and, with sliding expiry, restarts its TTL.
   void record_hit(const Item& item, Clock::time_point now) const {
@@ -177,7 +188,7 @@ class TierStore {
     std::size_t victim = whole ? 0 : random_position();
     for (std::size_t d = 0; d < draws; ++d) {
       const std::size_t i = whole ? d : random_position();
-      if (!live(*items_[i], now)) {
+      if (!live(*items_[i], now)) {  // expired, in its grace or not: the first to go
         victim = i;
         break;
       }
@@ -195,7 +206,7 @@ class TierStore {
   void sweep_expired(Clock::time_point now, OnRemove& on_remove) {
     for (int probe = 0; probe < 4 && !items_.empty(); ++probe) {
       const std::size_t i = random_position();
-      if (live(*items_[i], now)) continue;
+      if (!reclaimable(*items_[i], now)) continue;
       ++expirations_;
       on_remove(*items_[i], Removal::kExpired);
       remove_at(i);

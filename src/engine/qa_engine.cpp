@@ -60,6 +60,11 @@ Status validate_options(const EngineOptions& o) {
   if (o.knowledge_search_breadth <= 0) return Status::invalid_argument("knowledge_search_breadth must be positive");
   if (o.normalize.max_bytes == 0) return Status::invalid_argument("normalize.max_bytes must be positive");
   if (o.reader && o.reader_passages == 0) return Status::invalid_argument("reader_passages must be at least 1");
+  if (!(o.degradation.queue_saturation > 0.0 && o.degradation.queue_saturation <= 1.0)) {
+    return Status::invalid_argument(
+        fmt::format("degradation.queue_saturation {} is outside (0, 1]", o.degradation.queue_saturation));
+  }
+  if (o.encoder_batching.queue_capacity == 0) return Status::invalid_argument("encoder_batching.queue_capacity must be positive");
   return Status::ok();
 }
 
@@ -73,6 +78,12 @@ struct QAEngine::Impl {
   std::unique_ptr<SemanticCache> semantic_cache;  // null when disabled
   mutable std::shared_mutex knowledge_mu;         // writers: load/add/update/remove
   std::unique_ptr<engine::KnowledgeBase> knowledge;  // guarded by knowledge_mu
+  // The degraded path of a model encoder: the same entries indexed by the
+  // HashingEncoder (null for a lightweight encoder or without degradation).
+  std::unique_ptr<engine::KnowledgeBase> lexical;  // guarded by knowledge_mu
+  std::shared_ptr<HashingEncoder> lexical_encoder;
+  using EncodeBatcher = DynamicBatcher<std::string, std::vector<float>>;
+  std::unique_ptr<EncodeBatcher> batcher;  // a model encoder's calls; null when inline
   metrics::MetricsRegistry metrics;
   // Declared last, so it stops (joining its threads, which call ask()) before
   // anything it uses is destroyed.
@@ -162,9 +173,24 @@ struct QAEngine::Impl {
       } else if (change.kind == Kind::kRemove && knowledge->find(change.entry_id)) {
         (void)knowledge->remove(change.entry_id);
       }
+      sync_lexical(change.entry_id);
       publish(change, &hot);
     }
     schedule_rebuilds(hot);
+  }
+
+  // Keeps the lexical index in step with the knowledge for one entry;
+  // knowledge_mu held exclusively.
+  void sync_lexical(const std::string& id) {
+    if (!lexical) return;
+    Status s = Status::ok();
+    if (const KnowledgeEntry* e = knowledge->find(id)) {
+      auto stored = lexical->store_if_newer(*e);
+      if (!stored) s = stored.status();
+    } else if (lexical->find(id)) {
+      s = lexical->remove(id);
+    }
+    if (!s.is_ok()) log(LogLevel::kWarning, fmt::format("lexical index of entry '{}': {}", id, s.message()));
   }
 
   // The change event for an entry just added or updated; knowledge_mu held.
@@ -271,8 +297,92 @@ struct QAEngine::Impl {
     });
   }
 
+  // Encodes through the model's batcher; returns "" with the vector, or why
+  // the model cannot answer in time (the request then degrades).
+  std::string encode_through_batcher(const std::string& text, BatchPriority priority,
+                                     const std::optional<Clock::time_point>& deadline, std::vector<float>& out) {
+    // The batcher's token budget and latency model count tokens; four bytes
+    // a token is close enough for WordPiece on both scripts.
+    const std::size_t tokens = std::max<std::size_t>(1, text.size() / 4 + 2);
+    const auto now = options.clock->now();
+    if (options.degradation.enabled && batcher->saturated(options.degradation.queue_saturation)) {
+      return "the model's queue is saturated";
+    }
+    if (options.degradation.enabled && deadline) {
+      const auto predicted = batcher->predict_completion(tokens);
+      if (now + predicted > *deadline) {
+        return fmt::format("{:.1f} ms left, the model needs about {:.1f} ms",
+                           std::chrono::duration<double, std::milli>(*deadline - now).count(),
+                           std::chrono::duration<double, std::milli>(predicted).count());
+      }
+    }
+    // The model gets the budget less the lexical path's reserve: the queue
+    // monitor completes a queued request then, and one already running is
+    // not waited for past it.
+    std::optional<Clock::time_point> give_up;
+    if (deadline) {
+      give_up = *deadline - (options.degradation.enabled ? options.degradation.lexical_reserve : Clock::duration::zero());
+    }
+    BatchRequestOptions request;
+    request.priority = priority;
+    request.deadline = give_up;
+    request.tokens = tokens;
+    auto pending = batcher->submit(text, request);
+    if (give_up && pending.wait_for(*give_up - now) != std::future_status::ready) {
+      return "the model did not answer within the budget";
+    }
+    BatchResult<std::vector<float>> result = pending.get();
+    if (!result.ok()) return fmt::format("model request {}: {}", batch_status_name(result.status), result.message);
+    out = std::move(*result.response);
+    return "";
+  }
+
+  // The answer of a request the model cannot serve in time: lexical
+  // retrieval while time is left, else a recently expired cached answer,
+  // else the fallback; always marked degraded with the reason.
+  Answer degraded_answer(std::string reason, const std::string& question_key, const std::string& key,
+                         const std::optional<Clock::time_point>& deadline, std::size_t top_k) const {
+    if (lexical && (!deadline || options.clock->now() < *deadline)) {
+      std::vector<float> v(lexical_encoder->dimension());
+      if (lexical_encoder->encode_one(question_key, v.data()).is_ok()) {
+        Answer a = answer_from_knowledge(lexical->search(v.data(), std::max<std::size_t>(top_k, 1)),
+                                         options.degradation.lexical_min_score);
+        if (a.matches.size() > top_k) a.matches.resize(top_k);
+        if (a.tier == AnswerTier::kKnowledge) {
+          a.degraded = true;
+          a.degraded_reason = reason + ": answered by lexical retrieval";
+          return a;
+        }
+      }
+      reason += "; lexical retrieval found no answer";
+    } else if (lexical) {
+      reason += "; the deadline passed";
+    }
+    if (options.degradation.max_staleness.count() > 0) {
+      for (const auto& [tier, name] : {std::make_pair(result_cache.get(), AnswerTier::kResultCache),
+                                       std::make_pair(knowledge_cache.get(), AnswerTier::kKnowledgeCache)}) {
+        if (!tier) continue;
+        std::chrono::milliseconds age{0};
+        auto stale = tier->lookup_stale(key, options.degradation.max_staleness, &age);
+        if (!stale || !built_from_current_knowledge(*stale)) continue;
+        stale->tier = name;
+        stale->degraded = true;
+        stale->degraded_reason = fmt::format("{}: cached answer served {:.1f} s past its TTL", reason,
+                                             std::chrono::duration<double>(age).count());
+        return *stale;
+      }
+    }
+    Answer a;
+    a.text = options.fallback_answer;
+    a.tier = AnswerTier::kFallback;
+    a.degraded = true;
+    a.degraded_reason = reason + ": no answer in time";
+    return a;
+  }
+
   Result<Answer> ask(std::string_view question, const AskOptions& ask_options) {
     const auto started = SteadyTime::now();
+    const auto clock_started = options.clock->now();
     Answer answer;
     StageTimings timings;
     StageTimer timer(timings);
@@ -336,13 +446,29 @@ struct QAEngine::Impl {
       }
     }
 
+    const std::size_t top_k = ask_options.top_k.value_or(options.top_k);
+    const float min_score = ask_options.min_answer_score.value_or(options.min_answer_score);
+    const auto timeout = ask_options.timeout.count() > 0 ? ask_options.timeout : options.degradation.default_timeout;
+    std::optional<Clock::time_point> deadline;
+    if (timeout.count() > 0) deadline = clock_started + timeout;
+
     std::vector<float> vector;
-    Status encoded =
-        encoder->encode({encoder->wants_normalized_text() ? question_key : std::string(question)}, vector);
-    timer.finish(Stage::kEncode);
-    if (!encoded.is_ok()) {
-      metrics.record_error();
-      return encoded;
+    const std::string encoder_text = encoder->wants_normalized_text() ? question_key : std::string(question);
+    if (batcher) {
+      std::string why_not_model = encode_through_batcher(encoder_text, ask_options.priority, deadline, vector);
+      timer.finish(Stage::kEncode);
+      if (!why_not_model.empty()) {
+        Answer degraded = degraded_answer(std::move(why_not_model), question_key, key, deadline, top_k);
+        timer.finish(Stage::kRetrieve);
+        return finish(std::move(degraded));
+      }
+    } else {
+      Status encoded = encoder->encode({encoder_text}, vector);
+      timer.finish(Stage::kEncode);
+      if (!encoded.is_ok()) {
+        metrics.record_error();
+        return encoded;
+      }
     }
 
     float nearest_cached = -1;
@@ -365,16 +491,19 @@ struct QAEngine::Impl {
       }
     }
 
-    const std::size_t top_k = ask_options.top_k.value_or(options.top_k);
     const auto matches = knowledge->search(vector.data(), std::max<std::size_t>(top_k, 1));
     timer.finish(Stage::kRetrieve);
 
-    const float min_score = ask_options.min_answer_score.value_or(options.min_answer_score);
     answer = answer_from_knowledge(matches, min_score);
     answer.nearest_cached_similarity = nearest_cached;
     answer.near_miss_reason = near_miss;
     if (options.reader && answer.tier == AnswerTier::kKnowledge) {
-      read_answer(question, matches, min_score, answer);
+      if (deadline && options.clock->now() >= *deadline) {
+        answer.degraded = true;
+        answer.degraded_reason = "the deadline passed before the reader ran: FAQ answer given";
+      } else {
+        read_answer(question, matches, min_score, answer);
+      }
       timer.finish(Stage::kInfer);
     }
     if (answer.matches.size() > top_k) answer.matches.resize(top_k);
@@ -407,16 +536,16 @@ Result<std::unique_ptr<QAEngine>> QAEngine::create(EngineOptions options) {
     Impl& impl = *engine->impl_;
     if (!options.clock) options.clock = steady_clock_instance();
     impl.encoder = options.encoder ? options.encoder : std::make_shared<HashingEncoder>(options.hashing);
-    if (options.enable_result_cache) {
-      ResultCacheOptions rc = options.result_cache;
-      if (!rc.clock) rc.clock = options.clock;
-      impl.result_cache = std::make_unique<ResultCache>(rc);
-    }
-    if (options.enable_knowledge_cache) {
-      ResultCacheOptions kc = options.knowledge_cache;
-      if (!kc.clock) kc.clock = options.clock;
-      impl.knowledge_cache = std::make_unique<ResultCache>(kc);
-    }
+    // A model encoder's degraded requests may fall back on recently expired
+    // answers: the exact tiers keep them that long.
+    const bool keeps_stale = !impl.encoder->is_lightweight() && options.degradation.enabled;
+    auto exact_tier = [&](ResultCacheOptions o) {
+      if (!o.clock) o.clock = options.clock;
+      if (keeps_stale) o.stale_grace = std::max(o.stale_grace, options.degradation.max_staleness);
+      return std::make_unique<ResultCache>(o);
+    };
+    if (options.enable_result_cache) impl.result_cache = exact_tier(options.result_cache);
+    if (options.enable_knowledge_cache) impl.knowledge_cache = exact_tier(options.knowledge_cache);
     if (options.enable_semantic_cache) {
       SemanticCacheOptions sc = options.semantic_cache;
       sc.dimension = impl.encoder->dimension();
@@ -430,6 +559,27 @@ Result<std::unique_ptr<QAEngine>> QAEngine::create(EngineOptions options) {
     kb.search_breadth = options.knowledge_search_breadth;
     kb.normalize = options.normalize;
     impl.knowledge = std::make_unique<engine::KnowledgeBase>(impl.encoder, kb);
+    if (!impl.encoder->is_lightweight()) {
+      if (options.degradation.enabled) {
+        impl.lexical_encoder = std::make_shared<HashingEncoder>(options.hashing);
+        impl.lexical = std::make_unique<engine::KnowledgeBase>(impl.lexical_encoder, kb);
+      }
+      if (options.batch_encoder) {
+        DynamicBatcherOptions batching = options.encoder_batching;
+        if (!batching.clock) batching.clock = options.clock;
+        std::shared_ptr<Encoder> model = impl.encoder;
+        impl.batcher = std::make_unique<Impl::EncodeBatcher>(
+            batching, [model](std::vector<std::string>& texts, std::size_t) {
+              std::vector<float> flat;
+              Status s = model->encode(texts, flat);
+              if (!s.is_ok()) throw std::runtime_error(s.message());
+              const std::size_t d = model->dimension();
+              std::vector<std::vector<float>> rows(texts.size());
+              for (std::size_t i = 0; i < texts.size(); ++i) rows[i].assign(flat.begin() + i * d, flat.begin() + (i + 1) * d);
+              return rows;
+            });
+      }
+    }
     impl.subscribe_tiers();
     if (options.rebuild_workers > 0) {
       impl.rebuilds = std::make_unique<engine::RebuildPool>(options.rebuild_workers, options.rebuild_queue_capacity);
@@ -459,8 +609,14 @@ Result<KnowledgeLoadReport> QAEngine::load_entries(std::vector<KnowledgeEntry> e
       if (!valid.is_ok()) return Status::invalid_argument(fmt::format("entry '{}': {}", e.id, valid.message()));
     }
     std::unique_lock<std::shared_mutex> lock(impl_->knowledge_mu);
+    std::vector<KnowledgeEntry> lexical_copy;
+    if (impl_->lexical) lexical_copy = entries;
     Status s = impl_->knowledge->replace_all(std::move(entries));
     if (!s.is_ok()) return s;
+    if (impl_->lexical) {
+      Status mirrored = impl_->lexical->replace_all(std::move(lexical_copy));
+      if (!mirrored.is_ok()) impl_->log(LogLevel::kWarning, "lexical index: " + mirrored.message());
+    }
     cache::KnowledgeChange reload;
     reload.kind = cache::KnowledgeChange::Kind::kReload;
     impl_->publish(std::move(reload));
@@ -478,7 +634,10 @@ Status QAEngine::add_entry(KnowledgeEntry entry) {
     std::unique_lock<std::shared_mutex> lock(impl_->knowledge_mu);
     const std::string id = entry.id;
     Status s = impl_->knowledge->add(std::move(entry));
-    if (s.is_ok()) impl_->publish(impl_->upsert_change(id));
+    if (s.is_ok()) {
+      impl_->sync_lexical(id);
+      impl_->publish(impl_->upsert_change(id));
+    }
     return s;
   });
 }
@@ -493,7 +652,10 @@ Status QAEngine::update_entry(KnowledgeEntry entry) {
     {
       std::unique_lock<std::shared_mutex> lock(impl_->knowledge_mu);
       s = impl_->knowledge->update(std::move(entry));
-      if (s.is_ok()) impl_->publish(impl_->upsert_change(id), &hot);
+      if (s.is_ok()) {
+        impl_->sync_lexical(id);
+        impl_->publish(impl_->upsert_change(id), &hot);
+      }
     }
     impl_->schedule_rebuilds(hot);
     return s;
@@ -508,6 +670,7 @@ Status QAEngine::remove_entry(const std::string& id) {
       std::unique_lock<std::shared_mutex> lock(impl_->knowledge_mu);
       s = impl_->knowledge->remove(id);
       if (s.is_ok()) {
+        impl_->sync_lexical(id);
         cache::KnowledgeChange removal;
         removal.kind = cache::KnowledgeChange::Kind::kRemove;
         removal.entry_id = id;
@@ -536,6 +699,7 @@ Status QAEngine::reindex() {
   return detail::guarded("reindexing", [&]() -> Status {
     std::unique_lock<std::shared_mutex> lock(impl_->knowledge_mu);
     Status s = impl_->knowledge->reindex();
+    if (s.is_ok() && impl_->lexical) s = impl_->lexical->reindex();
     // Vectors changed meaning: cached similar-question vectors are stale,
     // and retrieval may now rank entries differently.
     if (s.is_ok() && impl_->semantic_cache) impl_->semantic_cache->clear();
@@ -704,6 +868,15 @@ MetricsSnapshot QAEngine::metrics() const {
     snapshot.cache_invalidations += s.invalidations;
     snapshot.cache_entries += s.size;
     snapshot.cache_bytes += s.bytes;
+  }
+  if (impl_->batcher) {
+    const DynamicBatcherStats b = impl_->batcher->stats();
+    snapshot.encoder_queue_depth = b.queue_depth;
+    snapshot.encoder_batches = b.batches;
+    snapshot.encoder_rejected = b.rejected;
+    snapshot.encoder_timed_out = b.timed_out;
+    snapshot.encoder_batch_sizes = b.batch_sizes;
+    snapshot.encoder_max_batch_size = b.max_batch_size;
   }
   if (impl_->semantic_cache) {
     const SemanticCacheStats s = impl_->semantic_cache->stats();

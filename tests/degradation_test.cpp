@@ -1,0 +1,214 @@
+// Graceful degradation with a model encoder behind the DynamicBatcher: the
+// lexical path when the budget is below the predicted model latency or the
+// queue is saturated, a recently expired cached answer once the deadline
+// has passed, and never a call that waits past its deadline.
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <future>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "rapidqa/hashing_encoder.h"
+#include "rapidqa/qa_engine.h"
+
+using namespace std::chrono_literals;
+using rapidqa::AnswerTier;
+using rapidqa::AskOptions;
+using rapidqa::EngineOptions;
+using rapidqa::KnowledgeEntry;
+using rapidqa::ManualClock;
+using rapidqa::QAEngine;
+
+namespace {
+
+// Stands in for a transformer: hashing vectors (so answers are right), but
+// not lightweight, so the engine batches it and may degrade around it. Each
+// call costs `cost` of the manual clock's time, and can be held at a gate.
+class SlowModel final : public rapidqa::Encoder {
+ public:
+  SlowModel(std::shared_ptr<ManualClock> clock, std::chrono::milliseconds cost) : clock_(std::move(clock)), cost_(cost) {}
+  std::size_t dimension() const override { return inner_.dimension(); }
+  std::string name() const override { return "slow-model"; }
+  rapidqa::Status encode(const std::vector<std::string>& texts, std::vector<float>& out) const override {
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      ++waiting_;
+      cv_.notify_all();
+      cv_.wait(lock, [&] { return open_; });
+      --waiting_;
+    }
+    if (clock_) clock_->advance(cost_);
+    return inner_.encode(texts, out);
+  }
+  void adapt(const std::vector<std::string>& corpus) override { inner_.adapt(corpus); }
+
+  void close() {
+    std::lock_guard<std::mutex> lock(mu_);
+    open_ = false;
+  }
+  void open() {
+    std::lock_guard<std::mutex> lock(mu_);
+    open_ = true;
+    cv_.notify_all();
+  }
+  bool await_waiting(int n) const {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, 10s, [&] { return waiting_ >= n; });
+  }
+
+ private:
+  rapidqa::HashingEncoder inner_;
+  std::shared_ptr<ManualClock> clock_;
+  std::chrono::milliseconds cost_;
+  mutable std::mutex mu_;
+  mutable std::condition_variable cv_;
+  mutable int waiting_ = 0;
+  bool open_ = true;
+};
+
+KnowledgeEntry entry(std::string id, std::string question, std::string answer) {
+  KnowledgeEntry e;
+  e.id = std::move(id);
+  e.question = std::move(question);
+  e.answer = std::move(answer);
+  return e;
+}
+
+std::vector<KnowledgeEntry> shop() {
+  return {entry("reset", "How do I reset my password?", "Use the reset link"),
+          entry("refund", "How do I get a refund?", "Open the order and ask for a refund"),
+          entry("hours", "What are your opening hours?", "9 to 5")};
+}
+
+std::unique_ptr<QAEngine> engine_with(std::shared_ptr<SlowModel> model, EngineOptions options) {
+  options.encoder = std::move(model);
+  auto engine = QAEngine::create(std::move(options));
+  REQUIRE(engine.is_ok());
+  REQUIRE((*engine)->load_entries(shop()).is_ok());
+  return std::move(engine).value();
+}
+
+AskOptions within(std::chrono::milliseconds timeout, bool cache = false) {
+  AskOptions o;
+  o.timeout = timeout;
+  o.use_cache = cache;
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("A budget below the predicted model latency is answered by lexical retrieval - and says so", "[engine][degradation]") {
+  auto clock = std::make_shared<ManualClock>();
+  auto model = std::make_shared<SlowModel>(clock, 20ms);
+  EngineOptions options;
+  options.clock = clock;
+  options.encoder_batching.max_queue_delay = 0us;
+  auto engine = engine_with(model, options);
+  // The batcher learns what a forward pass costs (20 ms of the clock).
+  for (int i = 0; i < 4; ++i) REQUIRE_FALSE(engine->ask("How do I get a refund?", within(0ms))->degraded);
+
+  const auto hurried = engine->ask("How do I reset my password?", within(5ms));
+  REQUIRE(hurried.is_ok());
+  CHECK(hurried->degraded);
+  CHECK(hurried->entry_id() == "reset");
+  CHECK(hurried->tier == AnswerTier::kKnowledge);
+  INFO(hurried->degraded_reason);
+  CHECK(hurried->degraded_reason.find("5.0 ms left, the model needs about") != std::string::npos);
+  CHECK(hurried->degraded_reason.find("lexical retrieval") != std::string::npos);
+
+  const auto patient = engine->ask("How do I reset my password?", within(100ms));
+  CHECK_FALSE(patient->degraded);
+  CHECK(patient->entry_id() == "reset");
+  CHECK(engine->metrics().degraded_answers == 1);
+}
+
+TEST_CASE("A saturated model queue sends new asks down the lexical path at once", "[engine][degradation]") {
+  auto model = std::make_shared<SlowModel>(nullptr, 0ms);
+  EngineOptions options;
+  options.encoder_batching.max_batch_size = 1;
+  options.encoder_batching.max_queue_delay = 0us;
+  options.encoder_batching.queue_capacity = 4;
+  options.degradation.queue_saturation = 0.5;
+  auto engine = engine_with(model, options);
+  model->close();
+  std::vector<std::future<rapidqa::Result<rapidqa::Answer>>> waiting;
+  waiting.push_back(std::async(std::launch::async, [&] { return engine->ask("How do I get a refund?", within(0ms)); }));
+  REQUIRE(model->await_waiting(1));  // one running, held at the gate
+  for (int i = 0; i < 2; ++i) {
+    waiting.push_back(std::async(std::launch::async, [&] { return engine->ask("What are your opening hours?", within(0ms)); }));
+  }
+  for (int i = 0; i < 10000 && engine->metrics().encoder_queue_depth < 2; ++i) std::this_thread::sleep_for(1ms);
+  REQUIRE(engine->metrics().encoder_queue_depth == 2);
+
+  const auto shed = engine->ask("How do I reset my password?", within(0ms));
+  CHECK(shed->degraded);
+  CHECK(shed->entry_id() == "reset");
+  CHECK(shed->degraded_reason.find("saturated") != std::string::npos);
+  model->open();
+  for (auto& w : waiting) {
+    const auto a = w.get();
+    CHECK_FALSE(a->degraded);
+  }
+}
+
+TEST_CASE("Past the deadline a recently expired cached answer is served, marked degraded", "[engine][degradation]") {
+  auto clock = std::make_shared<ManualClock>();
+  auto model = std::make_shared<SlowModel>(clock, 0ms);
+  EngineOptions options;
+  options.clock = clock;
+  options.enable_knowledge_cache = false;
+  options.enable_semantic_cache = false;
+  options.encoder_batching.max_batch_size = 1;
+  options.encoder_batching.max_queue_delay = 0us;
+  options.degradation.lexical_min_score = 1.01f;  // the lexical path never answers: only the cache can
+  options.degradation.max_staleness = 10min;
+  auto engine = engine_with(model, options);
+  REQUIRE(engine->ask("What are your opening hours?")->tier == AnswerTier::kKnowledge);
+  clock->advance(6min);  // the result tier's 5 minutes are over
+
+  model->close();  // the model stops answering
+  auto blocked = std::async(std::launch::async, [&] { return engine->ask("How do I get a refund?", within(0ms)); });
+  REQUIRE(model->await_waiting(1));
+  const auto stale = engine->ask("What are your opening hours?", within(20ms, true));
+  REQUIRE(stale.is_ok());
+  CHECK(stale->degraded);
+  CHECK(stale->text == "9 to 5");
+  CHECK(stale->tier == AnswerTier::kResultCache);
+  CHECK(stale->degraded_reason.find("past its TTL") != std::string::npos);
+
+  // Too old for max_staleness: the fallback, still degraded, never an error.
+  clock->advance(10min);
+  const auto too_old = engine->ask("What are your opening hours?", within(20ms, true));
+  CHECK(too_old->tier == AnswerTier::kFallback);
+  CHECK(too_old->degraded);
+  model->open();
+  CHECK_FALSE(blocked.get()->degraded);
+}
+
+TEST_CASE("No ask waits past its deadline while the model is stuck", "[engine][degradation]") {
+  auto model = std::make_shared<SlowModel>(nullptr, 0ms);
+  EngineOptions options;
+  options.encoder_batching.max_batch_size = 1;
+  options.encoder_batching.max_queue_delay = 0us;
+  options.degradation.default_timeout = 30ms;
+  auto engine = engine_with(model, options);
+  model->close();
+  std::vector<std::future<rapidqa::Result<rapidqa::Answer>>> asks;
+  for (int i = 0; i < 4; ++i) {
+    asks.push_back(std::async(std::launch::async, [&] { return engine->ask("How do I reset my password?", within(0ms)); }));
+  }
+  // Every ask returns by itself (degraded), with the model still held.
+  for (auto& a : asks) {
+    REQUIRE(a.wait_for(10s) == std::future_status::ready);
+    const auto answer = a.get();
+    REQUIRE(answer.is_ok());
+    CHECK(answer->degraded);
+    INFO(answer->degraded_reason);
+    CHECK(answer->entry_id() == "reset");
+  }
+  model->open();
+}
