@@ -154,6 +154,9 @@ RQA_API rqa_status rqa_engine_encode(const rqa_engine* engine, const char* text,
 /* The per-stage latency table and counters as text. On success *out is
  * allocated by the library; free it with rqa_free. */
 RQA_API rqa_status rqa_engine_metrics_text(const rqa_engine* engine, char** out);
+/* Every metric in the Prometheus text exposition format (what a /metrics
+ * endpoint serves); *out is allocated by the library, freed with rqa_free. */
+RQA_API rqa_status rqa_engine_metrics_prometheus(const rqa_engine* engine, char** out);
 
 /* Answer accessors. Strings are borrowed from the answer. */
 RQA_API const char* rqa_answer_text(const rqa_answer* answer);

@@ -103,6 +103,21 @@ rqa_status change_entry(rqa_engine* engine, const char* entry_json, bool update)
   });
 }
 
+// Hands a metrics rendering to the caller as a string it frees with rqa_free.
+rqa_status metrics_out(const rqa_engine* engine, char** out, std::string (rapidqa::MetricsSnapshot::*render)() const) {
+  return translate([&] {
+    if (!out) return null_argument("out");
+    *out = nullptr;
+    if (!engine) return null_argument("engine");
+    const std::string text = (engine->engine->metrics().*render)();
+    char* buffer = static_cast<char*>(std::malloc(text.size() + 1));
+    if (!buffer) return fail(RQA_RESOURCE_EXHAUSTED, "out of memory");
+    std::memcpy(buffer, text.c_str(), text.size() + 1);
+    *out = buffer;
+    return report(rapidqa::Status::ok());
+  });
+}
+
 }  // namespace
 
 extern "C" {
@@ -318,17 +333,11 @@ rqa_status rqa_engine_encode(const rqa_engine* engine, const char* text, float* 
 }
 
 rqa_status rqa_engine_metrics_text(const rqa_engine* engine, char** out) {
-  return translate([&] {
-    if (!out) return null_argument("out");
-    *out = nullptr;
-    if (!engine) return null_argument("engine");
-    const std::string text = engine->engine->metrics().format_table();
-    char* buffer = static_cast<char*>(std::malloc(text.size() + 1));
-    if (!buffer) return fail(RQA_RESOURCE_EXHAUSTED, "out of memory");
-    std::memcpy(buffer, text.c_str(), text.size() + 1);
-    *out = buffer;
-    return report(rapidqa::Status::ok());
-  });
+  return metrics_out(engine, out, &rapidqa::MetricsSnapshot::format_table);
+}
+
+rqa_status rqa_engine_metrics_prometheus(const rqa_engine* engine, char** out) {
+  return metrics_out(engine, out, &rapidqa::MetricsSnapshot::format_prometheus);
 }
 
 const char* rqa_answer_text(const rqa_answer* answer) { return answer ? answer->answer.text.c_str() : ""; }

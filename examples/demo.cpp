@@ -30,13 +30,14 @@ struct DemoOptions {
   std::string preload;     // hot questions to warm the caches with, one per line
   bool json = false;
   bool stats = false;
+  bool prometheus = false;
   bool version = false;
 };
 
 void print_usage(std::FILE* to) {
   std::fprintf(to,
                "usage: rapidqa-demo [--kb FILE] [--model DIR] [--reader DIR] [--question TEXT]... [--json]\n"
-               "                    [--preload FILE] [--stats] [--version]\n"
+               "                    [--preload FILE] [--stats] [--metrics] [--version]\n"
                "  --kb FILE        knowledge base, one JSON object per line (default: the bundled FAQ)\n"
                "  --model DIR      encode with this BERT-family model directory instead of the built-in\n"
                "                   hashing encoder\n"
@@ -46,6 +47,7 @@ void print_usage(std::FILE* to) {
                "  --preload FILE   warm the caches first with the questions in FILE, one per line\n"
                "  --json           print one JSON object per answer\n"
                "  --stats          print the per-stage p50/p95/p99 latency table at the end\n"
+               "  --metrics        print every metric in the Prometheus text format at the end\n"
                "  --version        print the versions of rapidqa and its libraries\n");
 }
 
@@ -80,6 +82,8 @@ int parse_args(int argc, char** argv, DemoOptions& o) {
       o.json = true;
     } else if (arg == "--stats") {
       o.stats = true;
+    } else if (arg == "--metrics") {
+      o.prometheus = true;
     } else if (arg == "--version") {
       o.version = true;
     } else if (arg == "--help" || arg == "-h") {
@@ -204,5 +208,6 @@ int main(int argc, char** argv) {
     }
   }
   if (options.stats) std::fputs((*engine)->metrics().format_table().c_str(), options.json ? stderr : stdout);
+  if (options.prometheus) std::fputs((*engine)->metrics().format_prometheus().c_str(), options.json ? stderr : stdout);
   return failures == 0 ? 0 : 1;
 }

@@ -110,6 +110,11 @@ static void test_ask_and_change(void) {
   CHECK(rqa_engine_metrics_text(engine, &metrics) == RQA_OK);
   CHECK(metrics != NULL && strstr(metrics, "p99") != NULL);
   rqa_free(metrics);
+  CHECK(rqa_engine_metrics_prometheus(engine, &metrics) == RQA_OK);
+  CHECK(metrics != NULL && strstr(metrics, "# TYPE rapidqa_stage_latency_seconds histogram") != NULL);
+  CHECK(strstr(metrics, "rapidqa_asks_total ") != NULL);
+  rqa_free(metrics);
+  CHECK(rqa_engine_metrics_prometheus(engine, NULL) == RQA_INVALID_ARGUMENT);
 
   rqa_engine_destroy(engine);
 }

@@ -190,8 +190,13 @@ TEST_CASE("Past the deadline a recently expired cached answer is served, marked 
 }
 
 TEST_CASE("No ask waits past its deadline while the model is stuck", "[engine][degradation]") {
+  // The engine gives up on the model after the budget in real time; the
+  // manual clock keeps "now" before the deadline, so the lexical path runs
+  // however late a loaded machine wakes the asking thread.
+  auto clock = std::make_shared<ManualClock>();
   auto model = std::make_shared<SlowModel>(nullptr, 0ms);
   EngineOptions options;
+  options.clock = clock;
   options.encoder_batching.max_batch_size = 1;
   options.encoder_batching.max_queue_delay = 0us;
   options.degradation.default_timeout = 30ms;
@@ -211,4 +216,27 @@ TEST_CASE("No ask waits past its deadline while the model is stuck", "[engine][d
     CHECK(answer->entry_id() == "reset");
   }
   model->open();
+}
+
+TEST_CASE("The engine's own AutoTuner steers the encoder batcher from its p99 and QPS", "[engine][tuner]") {
+  auto clock = std::make_shared<ManualClock>();
+  auto model = std::make_shared<SlowModel>(nullptr, 0ms);
+  EngineOptions options;
+  options.clock = clock;
+  options.encoder_batching.max_queue_delay = 0us;
+  options.auto_tune = true;
+  options.tuner.interval = 1s;
+  options.tuner.hysteresis = 1;
+  auto engine = engine_with(model, options);
+  for (int i = 0; i < 10; ++i) REQUIRE(engine->ask("How do I get a refund?", within(0ms)).is_ok());
+  clock->advance(1s);  // one interval: 10 asks at 10 qps, p99 far under 200 ms -> grow
+  for (int i = 0; i < 10000 && engine->metrics().tuner_moves == 0; ++i) std::this_thread::sleep_for(1ms);
+  const auto m = engine->metrics();
+  REQUIRE(m.tuner_moves == 1);
+  CHECK(m.encoder_max_batch_size == 37);  // 32 + 15%
+  const auto history = engine->tuner_history();
+  REQUIRE(history.size() == 1);
+  CHECK(history.front().observed.requests == 10);
+  CHECK(history.front().reason.find("grow") != std::string::npos);
+  CHECK(m.format_prometheus().find("rapidqa_autotuner_moves_total 1\n") != std::string::npos);
 }

@@ -16,6 +16,11 @@
 
 namespace rapidqa {
 
+// Upper bounds of the cumulative buckets exported to Prometheus, in seconds.
+inline constexpr std::array<double, 18> kLatencyBucketSeconds = {
+    10e-6, 25e-6, 50e-6, 100e-6, 250e-6, 500e-6, 1e-3, 2.5e-3, 5e-3,
+    10e-3, 25e-3, 50e-3, 100e-3, 250e-3, 500e-3, 1.0,    2.5,    5.0};
+
 struct LatencySummary {
   std::uint64_t count = 0;            // measurements recorded
   std::chrono::nanoseconds mean{0};
@@ -23,6 +28,27 @@ struct LatencySummary {
   std::chrono::nanoseconds p95{0};
   std::chrono::nanoseconds p99{0};
   std::chrono::nanoseconds max{0};    // upper bound of the highest bucket seen
+  std::chrono::nanoseconds sum{0};    // of every measurement
+  // at_most[i]: measurements at or under kLatencyBucketSeconds[i] (cumulative).
+  std::array<std::uint64_t, kLatencyBucketSeconds.size()> at_most{};
+};
+
+// When the anomaly flag rises (see LatencyAnomaly); windows are closed by
+// QAEngine::recent_load (the AutoTuner's sampler).
+struct LatencyAnomalyOptions {
+  double factor = 3.0;                 // flag when a window's p99 exceeds factor x the baseline
+  std::uint64_t min_requests = 50;     // windows with fewer requests neither flag nor move the baseline
+  std::size_t warmup_windows = 3;      // windows that form the baseline before anything is flagged
+  double baseline_weight = 0.1;        // share of each new window in the moving baseline
+};
+
+// Whether latency jumped: the p99 of the latest window against a moving
+// baseline of earlier windows' p99.
+struct LatencyAnomaly {
+  bool active = false;                    // latest p99 above factor x baseline
+  std::chrono::nanoseconds recent_p99{0}; // the latest window's
+  std::chrono::nanoseconds baseline_p99{0};
+  std::uint64_t windows_flagged = 0;      // windows that raised the flag so far
 };
 
 struct RAPIDQA_EXPORT MetricsSnapshot {
@@ -54,6 +80,9 @@ struct RAPIDQA_EXPORT MetricsSnapshot {
   std::vector<std::uint64_t> encoder_batch_sizes;  // [n]: batches of n requests
   std::size_t encoder_max_batch_size = 0;          // current limit (the AutoTuner may move it)
 
+  std::uint64_t tuner_moves = 0;         // AutoTuner adjustments of the encoder batcher
+  LatencyAnomaly anomaly;
+
   const LatencySummary& stage(Stage s) const { return stages[static_cast<std::size_t>(s)]; }
   // hits / (hits + misses), 0 when there were no lookups.
   double result_cache_hit_ratio() const;
@@ -61,6 +90,10 @@ struct RAPIDQA_EXPORT MetricsSnapshot {
   double knowledge_cache_hit_ratio() const;
   // A fixed-width table of every stage's count and p50/p95/p99 in µs.
   std::string format_table() const;
+  // Every metric in the Prometheus text exposition format (version 0.0.4):
+  // per-stage latency histograms and quantiles, counters, gauges, the
+  // encoder's batch-size distribution; names start with rapidqa_.
+  std::string format_prometheus() const;
 };
 
 }  // namespace rapidqa

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "rapidqa/answer.h"
+#include "rapidqa/auto_tuner.h"
 #include "rapidqa/clock.h"
 #include "rapidqa/compute_runtime.h"
 #include "rapidqa/dynamic_batcher.h"
@@ -116,6 +117,11 @@ struct EngineOptions {
   bool batch_encoder = true;               // batch a model encoder's calls (see encoder_batching)
   DynamicBatcherOptions encoder_batching = default_encoder_batching();  // clock: the engine's when null
   DegradationOptions degradation;
+  // Let an AutoTuner steer the encoder batcher from the engine's own p99
+  // and QPS (a model encoder only); it closes a metrics window per interval.
+  bool auto_tune = false;
+  AutoTunerOptions tuner;                  // clock: the engine's when null
+  LatencyAnomalyOptions anomaly;           // the p99-jump flag in metrics()
 
   ComputeThreads threads;                  // applied process-wide at create()
   LogSink log = stderr_log_sink();         // background events (Redis outages, ...); null = silent
@@ -234,6 +240,16 @@ class RAPIDQA_EXPORT QAEngine {
   void wait_for_rebuilds();
 
   MetricsSnapshot metrics() const;
+  // Closes the current metrics window: p99 and QPS since the previous call,
+  // and the anomaly check. The AutoTuner's sampler; with auto_tune the
+  // engine's own tuner calls it, so do not call it as well.
+  LoadSample recent_load();
+  // The encoder batcher's limits, for an AutoTuner of the caller's own
+  // (empty functions when the encoder is called inline). Valid while the
+  // engine lives.
+  BatchControl encoder_batch_control();
+  // The engine's AutoTuner moves so far (empty without auto_tune).
+  std::vector<TunerMove> tuner_history() const;
   void reset_metrics();
   // Drops every cached answer of every tier.
   void clear_caches();

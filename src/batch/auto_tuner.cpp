@@ -73,9 +73,12 @@ void AutoTuner::start() {
   std::lock_guard<std::mutex> lock(impl_->mu);
   if (impl_->running) return;
   impl_->running = true;
-  impl_->loop = std::thread([this] {
+  // The first decision is one interval after start(), not after the thread
+  // happens to be scheduled.
+  const auto first = impl_->options.clock->now() + impl_->options.interval;
+  impl_->loop = std::thread([this, first] {
     std::unique_lock<std::mutex> lock(impl_->mu);
-    auto next = impl_->options.clock->now() + impl_->options.interval;
+    auto next = first;
     while (impl_->running) {
       if (impl_->options.clock->now() < next) {
         impl_->options.clock->wait_until(impl_->cv, lock, next);

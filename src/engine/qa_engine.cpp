@@ -84,6 +84,7 @@ struct QAEngine::Impl {
   std::shared_ptr<HashingEncoder> lexical_encoder;
   using EncodeBatcher = DynamicBatcher<std::string, std::vector<float>>;
   std::unique_ptr<EncodeBatcher> batcher;  // a model encoder's calls; null when inline
+  std::unique_ptr<AutoTuner> tuner;        // steers batcher; declared after it, so it stops first
   metrics::MetricsRegistry metrics;
   // Declared last, so it stops (joining its threads, which call ask()) before
   // anything it uses is destroyed.
@@ -328,6 +329,8 @@ struct QAEngine::Impl {
     request.deadline = give_up;
     request.tokens = tokens;
     auto pending = batcher->submit(text, request);
+    // The wait is in real time for the clock's distance (the same for the
+    // steady clock; a manual clock's tests move time themselves).
     if (give_up && pending.wait_for(*give_up - now) != std::future_status::ready) {
       return "the model did not answer within the budget";
     }
@@ -554,6 +557,7 @@ Result<std::unique_ptr<QAEngine>> QAEngine::create(EngineOptions options) {
       if (!cache) return cache.status();
       impl.semantic_cache = std::move(cache).value();
     }
+    impl.metrics.configure(options.clock, options.anomaly);
     engine::KnowledgeBaseOptions kb;
     kb.exact_limit = options.knowledge_exact_limit;
     kb.search_breadth = options.knowledge_search_breadth;
@@ -578,6 +582,14 @@ Result<std::unique_ptr<QAEngine>> QAEngine::create(EngineOptions options) {
               for (std::size_t i = 0; i < texts.size(); ++i) rows[i].assign(flat.begin() + i * d, flat.begin() + (i + 1) * d);
               return rows;
             });
+        if (options.auto_tune) {
+          AutoTunerOptions tuning = options.tuner;
+          if (!tuning.clock) tuning.clock = options.clock;
+          Impl* self = &impl;
+          impl.tuner = std::make_unique<AutoTuner>(tuning, [self] { return self->metrics.roll_window(); },
+                                                   control_of(*impl.batcher));
+          impl.tuner->start();
+        }
       }
     }
     impl.subscribe_tiers();
@@ -869,6 +881,7 @@ MetricsSnapshot QAEngine::metrics() const {
     snapshot.cache_entries += s.size;
     snapshot.cache_bytes += s.bytes;
   }
+  if (impl_->tuner) snapshot.tuner_moves = impl_->tuner->moves();
   if (impl_->batcher) {
     const DynamicBatcherStats b = impl_->batcher->stats();
     snapshot.encoder_queue_depth = b.queue_depth;
@@ -890,6 +903,17 @@ MetricsSnapshot QAEngine::metrics() const {
   return snapshot;
 }
 void QAEngine::reset_metrics() { impl_->metrics.reset(); }
+
+LoadSample QAEngine::recent_load() { return impl_->metrics.roll_window(); }
+
+BatchControl QAEngine::encoder_batch_control() {
+  if (!impl_->batcher) return {};
+  return control_of(*impl_->batcher);
+}
+
+std::vector<TunerMove> QAEngine::tuner_history() const {
+  return impl_->tuner ? impl_->tuner->history() : std::vector<TunerMove>{};
+}
 
 void QAEngine::clear_caches() { impl_->clear_tiers(); }
 

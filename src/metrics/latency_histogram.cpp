@@ -50,6 +50,18 @@ LatencySummary LatencyHistogram::summary() const {
     }
     return std::chrono::nanoseconds(static_cast<std::int64_t>(bucket_upper_ns(kBuckets - 1)));
   };
+  s.sum = std::chrono::nanoseconds(total_ns_.load(std::memory_order_relaxed));
+  std::uint64_t cumulative = 0;
+  std::size_t bound = 0;
+  for (std::size_t i = 0; i < kBuckets && bound < kLatencyBucketSeconds.size(); ++i) {
+    // A log bucket counts under the first exported bound that holds its
+    // upper edge (the exported counts are within the 4% bucket width).
+    while (bound < kLatencyBucketSeconds.size() && bucket_upper_ns(i) > kLatencyBucketSeconds[bound] * 1e9) {
+      s.at_most[bound++] = cumulative;
+    }
+    cumulative += counts[i];
+  }
+  while (bound < kLatencyBucketSeconds.size()) s.at_most[bound++] = cumulative;
   s.p50 = percentile(0.50);
   s.p95 = percentile(0.95);
   s.p99 = percentile(0.99);

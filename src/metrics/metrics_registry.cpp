@@ -1,5 +1,8 @@
 #include "metrics/metrics_registry.h"
 
+#include <cmath>
+#include <tuple>
+
 #include <fmt/format.h>
 
 namespace rapidqa {
@@ -34,6 +37,118 @@ std::string MetricsSnapshot::format_table() const {
   return out;
 }
 
+namespace {
+
+double seconds(std::chrono::nanoseconds ns) { return static_cast<double>(ns.count()) / 1e9; }
+
+// Writes one metric family: the HELP and TYPE lines, then its samples.
+class PrometheusWriter {
+ public:
+  void family(const char* name, const char* type, const char* help) {
+    out_ += fmt::format("# HELP rapidqa_{} {}\n# TYPE rapidqa_{} {}\n", name, help, name, type);
+  }
+  void sample(const std::string& name, const std::string& labels, double value) {
+    out_ += labels.empty() ? fmt::format("rapidqa_{} {}\n", name, format_value(value))
+                           : fmt::format("rapidqa_{}{{{}}} {}\n", name, labels, format_value(value));
+  }
+  void single(const char* name, const char* type, const char* help, double value) {
+    family(name, type, help);
+    sample(name, "", value);
+  }
+  std::string take() { return std::move(out_); }
+
+ private:
+  static std::string format_value(double v) {
+    if (std::isinf(v)) return v > 0 ? "+Inf" : "-Inf";
+    return fmt::format("{}", v);
+  }
+  std::string out_;
+};
+
+}  // namespace
+
+std::string MetricsSnapshot::format_prometheus() const {
+  PrometheusWriter w;
+  w.family("stage_latency_seconds", "histogram", "Time spent in each pipeline stage, per request that ran it.");
+  for (std::size_t i = 0; i < kStageCount; ++i) {
+    const auto& st = stages[i];
+    const std::string stage = stage_name(static_cast<Stage>(i));
+    for (std::size_t b = 0; b < kLatencyBucketSeconds.size(); ++b) {
+      w.sample("stage_latency_seconds_bucket", fmt::format("stage=\"{}\",le=\"{}\"", stage, kLatencyBucketSeconds[b]),
+               static_cast<double>(st.at_most[b]));
+    }
+    w.sample("stage_latency_seconds_bucket", fmt::format("stage=\"{}\",le=\"+Inf\"", stage), static_cast<double>(st.count));
+    w.sample("stage_latency_seconds_sum", fmt::format("stage=\"{}\"", stage), seconds(st.sum));
+    w.sample("stage_latency_seconds_count", fmt::format("stage=\"{}\"", stage), static_cast<double>(st.count));
+  }
+  w.family("stage_latency_quantile_seconds", "gauge", "Per-stage latency percentiles since start (4% resolution).");
+  for (std::size_t i = 0; i < kStageCount; ++i) {
+    const std::string stage = stage_name(static_cast<Stage>(i));
+    for (const auto& [q, v] : {std::make_pair("0.5", stages[i].p50), std::make_pair("0.95", stages[i].p95),
+                               std::make_pair("0.99", stages[i].p99)}) {
+      w.sample("stage_latency_quantile_seconds", fmt::format("stage=\"{}\",quantile=\"{}\"", stage, q), seconds(v));
+    }
+  }
+  w.single("asks_total", "counter", "Asks that returned an answer.", static_cast<double>(asks));
+  w.single("errors_total", "counter", "Asks refused for bad input.", static_cast<double>(errors));
+  w.family("cache_lookups_total", "counter", "Cache lookups by tier and outcome.");
+  for (const auto& [tier, hits, misses] :
+       {std::make_tuple("result", result_cache_hits, result_cache_misses),
+        std::make_tuple("knowledge", knowledge_cache_hits, knowledge_cache_misses),
+        std::make_tuple("semantic", semantic_cache_hits, semantic_cache_misses)}) {
+    w.sample("cache_lookups_total", fmt::format("tier=\"{}\",outcome=\"hit\"", tier), static_cast<double>(hits));
+    w.sample("cache_lookups_total", fmt::format("tier=\"{}\",outcome=\"miss\"", tier), static_cast<double>(misses));
+  }
+  w.family("cache_hit_ratio", "gauge", "Hits over lookups since start, by tier.");
+  w.sample("cache_hit_ratio", "tier=\"result\"", result_cache_hit_ratio());
+  w.sample("cache_hit_ratio", "tier=\"knowledge\"", knowledge_cache_hit_ratio());
+  w.sample("cache_hit_ratio", "tier=\"semantic\"", semantic_cache_hit_ratio());
+  w.family("cache_removals_total", "counter", "Cached answers dropped, by reason (all tiers).");
+  for (const auto& [reason, n] : {std::make_pair("evicted", cache_evictions), std::make_pair("expired", cache_expirations),
+                                  std::make_pair("invalidated", cache_invalidations),
+                                  std::make_pair("displaced", cache_displacements)}) {
+    w.sample("cache_removals_total", fmt::format("reason=\"{}\"", reason), static_cast<double>(n));
+  }
+  w.single("cache_entries", "gauge", "Cached answers held (all tiers).", static_cast<double>(cache_entries));
+  w.single("cache_bytes", "gauge", "Estimated bytes held by the caches.", static_cast<double>(cache_bytes));
+  w.single("fallback_answers_total", "counter", "Questions nothing matched well enough.", static_cast<double>(fallback_answers));
+  w.single("degraded_answers_total", "counter", "Answers given by a cheaper path to meet a deadline or load.",
+           static_cast<double>(degraded_answers));
+  w.family("rebuilds_total", "counter", "Hot questions re-answered in the background after a change.");
+  w.sample("rebuilds_total", "outcome=\"completed\"", static_cast<double>(rebuilds_completed));
+  w.sample("rebuilds_total", "outcome=\"dropped\"", static_cast<double>(rebuilds_dropped));
+  w.single("encoder_queue_depth", "gauge", "Requests waiting for the model encoder.", static_cast<double>(encoder_queue_depth));
+  w.single("encoder_max_batch_size", "gauge", "The encoder batcher's current batch-size limit.",
+           static_cast<double>(encoder_max_batch_size));
+  w.family("encoder_requests_refused_total", "counter", "Model requests that did not run, by reason.");
+  w.sample("encoder_requests_refused_total", "reason=\"rejected\"", static_cast<double>(encoder_rejected));
+  w.sample("encoder_requests_refused_total", "reason=\"timed_out\"", static_cast<double>(encoder_timed_out));
+  w.family("encoder_batch_size", "histogram", "Requests per model forward pass.");
+  {
+    std::uint64_t cumulative = 0, batches = 0, requests = 0;
+    for (std::size_t n = 0; n < encoder_batch_sizes.size(); ++n) {
+      batches += encoder_batch_sizes[n];
+      requests += n * encoder_batch_sizes[n];
+    }
+    std::size_t n = 0;
+    for (std::size_t bound = 1; bound <= 256; bound *= 2) {
+      for (; n < encoder_batch_sizes.size() && n <= bound; ++n) cumulative += encoder_batch_sizes[n];
+      w.sample("encoder_batch_size_bucket", fmt::format("le=\"{}\"", bound), static_cast<double>(cumulative));
+    }
+    w.sample("encoder_batch_size_bucket", "le=\"+Inf\"", static_cast<double>(batches));
+    w.sample("encoder_batch_size_sum", "", static_cast<double>(requests));
+    w.sample("encoder_batch_size_count", "", static_cast<double>(batches));
+  }
+  w.single("autotuner_moves_total", "counter", "AutoTuner adjustments of the encoder batcher.", static_cast<double>(tuner_moves));
+  w.single("latency_anomaly", "gauge", "1 while the latest window's p99 is above its threshold times the baseline.",
+           anomaly.active ? 1.0 : 0.0);
+  w.single("latency_anomaly_windows_total", "counter", "Windows that raised the latency anomaly flag.",
+           static_cast<double>(anomaly.windows_flagged));
+  w.single("recent_p99_seconds", "gauge", "p99 of total latency in the latest closed window.", seconds(anomaly.recent_p99));
+  w.single("baseline_p99_seconds", "gauge", "Moving baseline of the windows' p99.", seconds(anomaly.baseline_p99));
+  return w.take();
+}
+
 namespace metrics {
 
 void MetricsRegistry::record_answer(const Answer& answer, bool looked_up_result_cache,
@@ -45,6 +160,7 @@ void MetricsRegistry::record_answer(const Answer& answer, bool looked_up_result_
     // describe only the requests that paid for them.
     if (answer.timings[stage].count() > 0 || stage == Stage::kTotal) stages_[i].record(answer.timings[stage]);
   }
+  windows_[current_window_.load(std::memory_order_relaxed)].record(answer.timings[Stage::kTotal]);
   if (looked_up_result_cache) {
     (answer.tier == AnswerTier::kResultCache ? result_hits_ : result_misses_).fetch_add(1, std::memory_order_relaxed);
   }
@@ -73,7 +189,35 @@ MetricsSnapshot MetricsRegistry::snapshot() const {
   s.knowledge_cache_misses = knowledge_misses_.load(std::memory_order_relaxed);
   s.fallback_answers = fallbacks_.load(std::memory_order_relaxed);
   s.degraded_answers = degraded_.load(std::memory_order_relaxed);
+  std::lock_guard<std::mutex> lock(window_mu_);
+  s.anomaly = anomaly_;
   return s;
+}
+
+LoadSample MetricsRegistry::roll_window() {
+  std::lock_guard<std::mutex> lock(window_mu_);
+  const auto now = clock_->now();
+  const std::size_t closing = current_window_.load(std::memory_order_relaxed);
+  current_window_.store(1 - closing, std::memory_order_relaxed);
+  const LatencySummary window = windows_[closing].summary();
+  windows_[closing].reset();
+  const double seconds = std::chrono::duration<double>(now - window_started_).count();
+  window_started_ = now;
+  LoadSample sample;
+  sample.requests = window.count;
+  sample.p99 = std::chrono::duration_cast<std::chrono::microseconds>(window.p99);
+  sample.qps = seconds > 0 ? static_cast<double>(window.count) / seconds : 0.0;
+  if (window.count < rule_.min_requests) return sample;
+  const double p99 = static_cast<double>(window.p99.count());
+  anomaly_.recent_p99 = window.p99;
+  anomaly_.active = baseline_windows_ >= rule_.warmup_windows && p99 > rule_.factor * baseline_p99_ns_;
+  if (anomaly_.active) ++anomaly_.windows_flagged;
+  // The baseline moves slowly, so a lasting change becomes the new normal
+  // after a while rather than being flagged forever.
+  baseline_p99_ns_ = baseline_windows_ == 0 ? p99 : (1 - rule_.baseline_weight) * baseline_p99_ns_ + rule_.baseline_weight * p99;
+  ++baseline_windows_;
+  anomaly_.baseline_p99 = std::chrono::nanoseconds(static_cast<std::int64_t>(baseline_p99_ns_));
+  return sample;
 }
 
 void MetricsRegistry::reset() {
