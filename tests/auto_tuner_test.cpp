@@ -128,3 +128,24 @@ TEST_CASE("The tuner's own loop decides once per interval of its clock and steer
   CHECK(batcher.limits().max_batch_size == 10);  // 8 -> 9 -> 10
   CHECK(tuner.history().size() == 2);
 }
+
+TEST_CASE("Over the target with a growing backlog the tuner grows to serve it, not shrinks", "[tuner]") {
+  Limits limits;
+  AutoTunerOptions options;
+  options.hysteresis = 1;
+  LoadSample now = sample(400ms, 900);
+  AutoTuner tuner(options, [&] { return now; }, limits.control());
+  now.queue_depth = 50;
+  REQUIRE(tuner.tune_once());
+  CHECK(limits.size == 23);
+  CHECK(tuner.history().back().reason.find("backlog") != std::string::npos);
+  now.queue_depth = 40;  // the backlog shrinks: the practice's rule again
+  REQUIRE(tuner.tune_once());
+  CHECK(limits.size == 18);
+  options.grow_when_backlogged = false;
+  Limits plain;
+  AutoTuner practice(options, [&] { return now; }, plain.control());
+  now.queue_depth = 500;
+  REQUIRE(practice.tune_once());
+  CHECK(plain.size == 16);
+}

@@ -7,6 +7,10 @@
 //     delay shrink by shrink_factor (default -20%);
 //   p99 under p99_low at load of at most spare_load_qps -> they grow by
 //     grow_factor (default +15%).
+// The practice's rule assumes a bigger batch costs latency. When the queue
+// itself is the latency (p99 over p99_high while the backlog grew over the
+// interval: arrivals outpace service), a bigger batch serves the backlog
+// faster, so with grow_when_backlogged the tuner grows instead of shrinking.
 // A move needs `hysteresis` consecutive intervals that agree, every step is
 // bounded (at least one request, at most max_step requests, within
 // [min_batch_size, max_batch_size]), and each move is kept in a history
@@ -46,6 +50,7 @@ struct AutoTunerOptions {
   std::chrono::microseconds min_queue_delay{100};
   std::chrono::microseconds max_queue_delay{50000};
   std::size_t hysteresis = 2;                     // agreeing intervals needed before a move, >= 1
+  bool grow_when_backlogged = true;               // over p99_high with a growing queue: grow, not shrink
   std::size_t history_limit = 1000;               // moves kept (oldest dropped)
   std::shared_ptr<Clock> clock;                   // time source; null = steady clock
 };
@@ -55,6 +60,7 @@ struct LoadSample {
   std::chrono::microseconds p99{0};  // over the interval
   double qps = 0;                    // requests completed per second over the interval
   std::uint64_t requests = 0;        // in the interval; 0 means no signal (nothing moves)
+  std::size_t queue_depth = 0;       // requests waiting for the batcher at the end of the interval
 };
 
 struct TunerMove {

@@ -35,6 +35,7 @@ struct AutoTuner::Impl {
   // is read and set; mu guards what readers see and is never held then.
   std::mutex tune_mu;
   int direction = 0;              // guarded by tune_mu: -1 shrink, +1 grow, 0 hold
+  std::size_t last_queue_depth = 0;  // guarded by tune_mu: at the previous decision
   std::size_t agreeing = 0;       // guarded by tune_mu: intervals in a row that wanted `direction`
   mutable std::mutex mu;
   std::condition_variable cv;
@@ -109,8 +110,14 @@ std::optional<TunerMove> AutoTuner::tune_once() {
   const AutoTunerOptions& o = impl_->options;
   int want = 0;
   std::string why;
+  const bool backlog_grew = sample.queue_depth > impl_->last_queue_depth;
+  impl_->last_queue_depth = sample.queue_depth;
   if (sample.requests > 0) {
-    if (sample.p99 > o.p99_high && sample.qps >= o.high_load_qps) {
+    if (sample.p99 > o.p99_high && o.grow_when_backlogged && backlog_grew) {
+      want = +1;
+      why = fmt::format("p99 {}us > {}us with the queue growing to {}: grow to serve the backlog", sample.p99.count(),
+                        o.p99_high.count(), sample.queue_depth);
+    } else if (sample.p99 > o.p99_high && sample.qps >= o.high_load_qps) {
       want = -1;
       why = fmt::format("p99 {}us > {}us at {:.0f} qps: shrink", sample.p99.count(), o.p99_high.count(), sample.qps);
     } else if (sample.p99 < o.p99_low && sample.qps <= o.spare_load_qps) {

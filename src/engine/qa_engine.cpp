@@ -206,6 +206,12 @@ struct QAEngine::Impl {
     return change;
   }
 
+  LoadSample recent_load() {
+    LoadSample sample = metrics.roll_window();
+    if (batcher) sample.queue_depth = batcher->stats().queue_depth;
+    return sample;
+  }
+
   void log(LogLevel level, const std::string& message) const {
     if (options.log) options.log(level, message);
   }
@@ -586,7 +592,7 @@ Result<std::unique_ptr<QAEngine>> QAEngine::create(EngineOptions options) {
           AutoTunerOptions tuning = options.tuner;
           if (!tuning.clock) tuning.clock = options.clock;
           Impl* self = &impl;
-          impl.tuner = std::make_unique<AutoTuner>(tuning, [self] { return self->metrics.roll_window(); },
+          impl.tuner = std::make_unique<AutoTuner>(tuning, [self] { return self->recent_load(); },
                                                    control_of(*impl.batcher));
           impl.tuner->start();
         }
@@ -904,7 +910,7 @@ MetricsSnapshot QAEngine::metrics() const {
 }
 void QAEngine::reset_metrics() { impl_->metrics.reset(); }
 
-LoadSample QAEngine::recent_load() { return impl_->metrics.roll_window(); }
+LoadSample QAEngine::recent_load() { return impl_->recent_load(); }
 
 BatchControl QAEngine::encoder_batch_control() {
   if (!impl_->batcher) return {};
