@@ -112,6 +112,25 @@ RQA_API rqa_status rqa_engine_ask(rqa_engine* engine, const char* question, rqa_
 RQA_API rqa_status rqa_engine_ask_tenant(rqa_engine* engine, const char* question, const char* tenant,
                                          rqa_answer** out);
 
+/* Per-request settings. Always initialise with rqa_ask_options_init;
+ * fields added later go at the end. */
+typedef struct rqa_ask_options {
+  size_t struct_size;       /* sizeof(rqa_ask_options), set by init */
+  const char* tenant;       /* cache namespace; NULL or "" = the default one. Borrowed during the call */
+  int use_cache;            /* zero: bypass every cache tier (1) */
+  double timeout_ms;        /* time budget; the engine degrades rather than waits past it. 0 = engine default */
+  int priority;             /* in the model's queue: 0 high, 1 normal (default), 2 low */
+  float semantic_threshold; /* this request's semantic-cache threshold in (0, 1]; 0 = not overridden */
+} rqa_ask_options;
+
+RQA_API void rqa_ask_options_init(rqa_ask_options* options);
+
+/* Answers a question with per-request settings (options may be NULL for
+ * the defaults). Load outcomes (a degraded or late answer) are in the
+ * answer (rqa_answer_degraded, rqa_answer_degraded_reason), not errors. */
+RQA_API rqa_status rqa_engine_ask_with(rqa_engine* engine, const char* question, const rqa_ask_options* options,
+                                       rqa_answer** out);
+
 /* Drops every cached answer built from an entry (the entry stays).
  * removed (may be NULL) receives how many; RQA_NOT_FOUND for an unknown id. */
 RQA_API rqa_status rqa_engine_invalidate_entry(rqa_engine* engine, const char* entry_id, size_t* removed);

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -293,17 +295,48 @@ rqa_status rqa_engine_ask(rqa_engine* engine, const char* question, rqa_answer**
   return rqa_engine_ask_tenant(engine, question, nullptr, out);
 }
 
-rqa_status rqa_engine_ask_tenant(rqa_engine* engine, const char* question, const char* tenant, rqa_answer** out) {
+void rqa_ask_options_init(rqa_ask_options* options) {
+  if (!options) return;
+  *options = rqa_ask_options{};
+  options->struct_size = sizeof(rqa_ask_options);
+  options->use_cache = 1;
+  options->priority = 1;
+}
+
+rqa_status rqa_engine_ask_with(rqa_engine* engine, const char* question, const rqa_ask_options* options,
+                               rqa_answer** out) {
   return translate([&] {
     if (!out) return null_argument("out");
     *out = nullptr;
     if (!engine) return null_argument("engine");
     if (!question) return null_argument("question");
-    auto answer = engine->engine->ask(question, tenant_options(tenant));
+    rapidqa::AskOptions ask;
+    if (options) {
+      if (options->struct_size < sizeof(rqa_ask_options)) {
+        return fail(RQA_INVALID_ARGUMENT, "rqa_ask_options.struct_size is too small: initialise with rqa_ask_options_init");
+      }
+      if (options->tenant) ask.tenant = options->tenant;
+      ask.use_cache = options->use_cache != 0;
+      if (!(options->timeout_ms >= 0)) return fail(RQA_INVALID_ARGUMENT, "timeout_ms must not be negative");
+      ask.timeout = std::chrono::milliseconds(static_cast<std::int64_t>(std::ceil(options->timeout_ms)));
+      if (options->priority < 0 || options->priority > 2) {
+        return fail(RQA_INVALID_ARGUMENT, "priority must be 0 (high), 1 (normal) or 2 (low)");
+      }
+      ask.priority = static_cast<rapidqa::BatchPriority>(options->priority);
+      if (options->semantic_threshold != 0.0f) ask.semantic_threshold = options->semantic_threshold;
+    }
+    auto answer = engine->engine->ask(question, ask);
     if (!answer) return report(answer.status());
     *out = new rqa_answer{std::move(answer).value()};
     return report(rapidqa::Status::ok());
   });
+}
+
+rqa_status rqa_engine_ask_tenant(rqa_engine* engine, const char* question, const char* tenant, rqa_answer** out) {
+  rqa_ask_options options;
+  rqa_ask_options_init(&options);
+  options.tenant = tenant;
+  return rqa_engine_ask_with(engine, question, &options, out);
 }
 
 rqa_status rqa_engine_encode(const rqa_engine* engine, const char* text, float* out, size_t capacity,

@@ -204,6 +204,24 @@ static void test_tenants_and_corrections(void) {
 
   CHECK(rqa_engine_ask_tenant(engine, "How do I reset my password?", "a", &answer) == RQA_OK);
   rqa_answer_destroy(answer);
+  {
+    rqa_ask_options ask;
+    rqa_ask_options_init(&ask);
+    ask.tenant = "a";
+    ask.use_cache = 0;
+    ask.timeout_ms = 500;
+    CHECK(rqa_engine_ask_with(engine, "How do I reset my password?", &ask, &answer) == RQA_OK);
+    CHECK(rqa_answer_tier(answer) == RQA_TIER_KNOWLEDGE); /* the cache was bypassed */
+    CHECK(rqa_answer_degraded(answer) == 0);
+    rqa_answer_destroy(answer);
+    ask.priority = 7;
+    CHECK(rqa_engine_ask_with(engine, "How do I reset my password?", &ask, &answer) == RQA_INVALID_ARGUMENT);
+    CHECK(strstr(rqa_last_error(), "priority") != NULL);
+    ask.struct_size = 4;
+    CHECK(rqa_engine_ask_with(engine, "How do I reset my password?", &ask, &answer) == RQA_INVALID_ARGUMENT);
+    CHECK(rqa_engine_ask_with(engine, "How do I reset my password?", NULL, &answer) == RQA_OK);
+    rqa_answer_destroy(answer);
+  }
   CHECK(rqa_engine_preload_questions(engine, "/no/such/questions.txt", "c", &removed) == RQA_NOT_FOUND);
   CHECK(rqa_engine_preload_questions(engine, NULL, "c", &removed) == RQA_INVALID_ARGUMENT);
 
@@ -218,7 +236,7 @@ static void test_tenants_and_corrections(void) {
 
   CHECK(rqa_engine_save_cache_snapshot(engine, "rapidqa-c-api-test.snap") == RQA_OK);
   CHECK(rqa_engine_load_cache_snapshot(engine, "rapidqa-c-api-test.snap", &removed) == RQA_OK);
-  CHECK(removed == 1);
+  CHECK(removed == 2); /* tenant a's answer and the default namespace's */
   CHECK(rqa_engine_load_cache_snapshot(engine, "/no/such.snap", NULL) == RQA_NOT_FOUND);
   remove("rapidqa-c-api-test.snap");
   rqa_engine_destroy(engine);
