@@ -10,30 +10,17 @@
 
 #include "rapidqa/result_cache.h"
 #include "rapidqa/semantic_cache.h"
+#include "test_support.h"
 
 using namespace std::chrono_literals;
 using rapidqa::Answer;
 using rapidqa::EvictionPolicy;
 using rapidqa::ExpiryMode;
 using rapidqa::ManualClock;
+using rapidqa::testing::answer_for;
+using rapidqa::testing::unit;
 
 namespace {
-
-Answer answer_for(const std::string& entry, const std::string& text, float score = 0.9f) {
-  Answer a;
-  a.text = text;
-  a.score = score;
-  a.matches.push_back({entry, score, 1});
-  a.tier = rapidqa::AnswerTier::kKnowledge;
-  return a;
-}
-
-std::vector<float> unit(std::vector<float> v) {
-  float n = 0;
-  for (float x : v) n += x * x;
-  for (float& x : v) x /= std::sqrt(n);
-  return v;
-}
 
 rapidqa::ResultCacheOptions one_shard(std::size_t capacity) {
   rapidqa::ResultCacheOptions o;

@@ -8,29 +8,13 @@
 #include "rapidqa/result_cache.h"
 #include "cache/near_miss_guard.h"
 #include "rapidqa/semantic_cache.h"
+#include "test_support.h"
 
 using namespace std::chrono_literals;
 using rapidqa::Answer;
 using rapidqa::ManualClock;
-
-namespace {
-
-Answer answer_for(const std::string& entry, const std::string& text) {
-  Answer a;
-  a.text = text;
-  a.matches.push_back({entry, 0.9f});
-  a.tier = rapidqa::AnswerTier::kKnowledge;
-  return a;
-}
-
-std::vector<float> unit(std::vector<float> v) {
-  float n = 0;
-  for (float x : v) n += x * x;
-  for (float& x : v) x /= std::sqrt(n);
-  return v;
-}
-
-}  // namespace
+using rapidqa::testing::answer_for;
+using rapidqa::testing::unit;
 
 TEST_CASE("Result cache serves until the TTL and never after", "[cache][result]") {
   auto clock = std::make_shared<ManualClock>();
