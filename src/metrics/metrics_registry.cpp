@@ -27,6 +27,13 @@ std::string MetricsSnapshot::format_table() const {
                      "fallback {}  degraded {}  rebuilds {} (dropped {})\n",
                      asks, errors, result_cache_hit_ratio(), semantic_cache_hit_ratio(), fallback_answers,
                      degraded_answers, rebuilds_completed, rebuilds_dropped);
+  // A relay has either connected or counted an outage; without one the line stays out.
+  if (redis_connected || redis_outages > 0) {
+    out += fmt::format("redis {}  outages {}  changes published {} received {} replayed {} queued {} dropped {}  "
+                       "malformed {}  gaps {}\n",
+                       redis_connected ? "connected" : "down", redis_outages, changes_published, changes_received,
+                       changes_replayed, changes_queued, changes_dropped, changes_malformed, redis_gaps);
+  }
   return out;
 }
 
