@@ -567,3 +567,18 @@ TEST_CASE("A full change queue drops the oldest change and makes the peers drop 
   CHECK(eventually([&] { return ask_text(*b, kResetQuestion) == "reset 3"; }));
   CHECK(ask_text(*b, kChangeQuestion) == "change 2");
 }
+
+TEST_CASE("An engine shuts down while Redis hangs in the middle of a send", "[redis]") {
+  auto redis = start_redis();
+  CapturedLog log;
+  EngineOptions options = synced_options(redis->port(), log, "engine-a");
+  options.redis.command_timeout = 500ms;
+  auto a = synced_engine(options);
+  REQUIRE(redis->freeze().is_ok());
+  REQUIRE(a->update_entry(with_answer(*a, kResetId, "sent to a hung server")).is_ok());
+  // The relay's thread is now waiting for a reply that cannot come; the
+  // destructor must still return (after at most the command timeout).
+  a.reset();
+  redis->thaw();
+  CHECK(redis->running());
+}
