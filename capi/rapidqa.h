@@ -81,6 +81,12 @@ typedef struct rqa_engine_options {
   const char* encoder_model_dir;       /* BERT-family model directory to encode with (NULL: hashing encoder) */
   const char* reader_model_dir;        /* question-answering model directory for extractive answers */
   int encoder_pooling_cls;             /* nonzero: [CLS] pooling; zero: mean pooling (0) */
+  /* Sharing knowledge changes with other engine processes through Redis
+   * (see the README). NULL or "" = none. Redis being unreachable is not an
+   * error: the engine starts, logs to stderr and keeps retrying. Borrowed
+   * during create. */
+  const char* redis_host;              /* Redis host name or address */
+  int redis_port;                      /* Redis TCP port, 1..65535 (6379) */
 } rqa_engine_options;
 
 RQA_API void rqa_engine_options_init(rqa_engine_options* options);

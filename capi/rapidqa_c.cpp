@@ -137,6 +137,7 @@ void rqa_engine_options_init(rqa_engine_options* options) {
   options->semantic_cache_ttl_seconds = static_cast<double>(defaults.semantic_cache.ttl.count()) / 1000.0;
   options->semantic_similarity_threshold = defaults.semantic_cache.similarity_threshold;
   options->intra_op_threads = defaults.threads.intra_op;
+  options->redis_port = defaults.redis.port;
 }
 
 rqa_status rqa_engine_create(const rqa_engine_options* options, rqa_engine** out) {
@@ -183,6 +184,11 @@ rqa_status rqa_engine_create(const rqa_engine_options* options, rqa_engine** out
       auto reader = rapidqa::ExtractiveReader::load(ro);
       if (!reader) return report(reader.status());
       o.reader = std::move(reader).value();
+    }
+    const bool has_redis = c.struct_size >= offsetof(rqa_engine_options, redis_port) + sizeof(int);
+    if (has_redis && c.redis_host && *c.redis_host) {
+      o.redis.host = c.redis_host;
+      o.redis.port = c.redis_port;
     }
     auto engine = rapidqa::QAEngine::create(std::move(o));
     if (!engine) return report(engine.status());

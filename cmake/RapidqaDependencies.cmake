@@ -13,6 +13,9 @@ find_package(fmt REQUIRED)
 find_package(nlohmann_json 3 REQUIRED)
 find_package(utf8proc REQUIRED)
 find_package(Threads REQUIRED)
+# hiredis ships a pkg-config file but no CMake config on Debian 12.
+find_package(PkgConfig REQUIRED)
+pkg_check_modules(HIREDIS REQUIRED IMPORTED_TARGET hiredis)
 
 # TorchConfig puts its own flags into TORCH_CXX_FLAGS (the C++11 ABI switch);
 # they must reach every translation unit that includes LibTorch.
@@ -20,7 +23,7 @@ separate_arguments(RAPIDQA_TORCH_CXX_FLAGS UNIX_COMMAND "${TORCH_CXX_FLAGS}")
 
 set(RAPIDQA_PRIVATE_DEPS
   faiss ${TORCH_LIBRARIES} DNNL::dnnl fmt::fmt nlohmann_json::nlohmann_json
-  utf8proc::utf8proc OpenMP::OpenMP_CXX ${BLAS_LIBRARIES} Threads::Threads)
+  utf8proc::utf8proc PkgConfig::HIREDIS OpenMP::OpenMP_CXX ${BLAS_LIBRARIES} Threads::Threads)
 
 find_program(CCACHE_PROGRAM ccache)
 if(CCACHE_PROGRAM AND NOT CMAKE_CXX_COMPILER_LAUNCHER)

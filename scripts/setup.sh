@@ -23,11 +23,14 @@ jobs=$(nproc 2>/dev/null || echo 2)
 # products run about 30x slower. oneDNN's CMake config asks for OpenCL
 # headers, hence the ocl packages. python3-torch runs the independent
 # reference the transformer tests compare against (tests/reference/).
+# redis-server is only run by the tests and benchmarks, which start their own
+# on a free loopback port; the system service the package may start is not
+# used.
 packages=(
   build-essential cmake ninja-build ccache pkg-config git
   libtorch-dev libfaiss-dev libdnnl-dev ocl-icd-opencl-dev opencl-c-headers
   libopenblas0-pthread libopenblas-dev liblapack-dev
-  libfmt-dev nlohmann-json3-dev libutf8proc-dev
+  libfmt-dev nlohmann-json3-dev libutf8proc-dev libhiredis-dev redis-server
   catch2 libbenchmark-dev
   python3-torch
 )

@@ -242,10 +242,42 @@ static void test_tenants_and_corrections(void) {
   rqa_engine_destroy(engine);
 }
 
+/* Redis sync from C: a host that does not answer still gives an engine
+ * that answers (it logs and retries); a bad port is refused; a caller
+ * built before the Redis fields existed gets none. */
+static void test_redis_options(void) {
+  rqa_engine* engine = NULL;
+  rqa_answer* answer = NULL;
+  rqa_engine_options options;
+
+  rqa_engine_options_init(&options);
+  CHECK(options.redis_host == NULL);
+  CHECK(options.redis_port == 6379);
+  options.redis_host = "127.0.0.1";
+  options.redis_port = 0;
+  CHECK(rqa_engine_create(&options, &engine) == RQA_INVALID_ARGUMENT);
+  CHECK(strstr(rqa_last_error(), "redis.port") != NULL);
+
+  options.redis_port = 1; /* nothing listens there: refused at once */
+  CHECK(rqa_engine_create(&options, &engine) == RQA_OK);
+  CHECK(rqa_engine_load_knowledge(engine, RAPIDQA_SOURCE_DIR "/examples/data/faq.jsonl", NULL) == RQA_OK);
+  CHECK(rqa_engine_ask(engine, "How do I reset my password?", &answer) == RQA_OK);
+  CHECK(strcmp(rqa_answer_entry_id(answer), "shop-en-reset-password") == 0);
+  rqa_answer_destroy(answer);
+  rqa_engine_destroy(engine);
+  engine = NULL;
+
+  options.struct_size = offsetof(rqa_engine_options, redis_host);
+  options.redis_port = 0; /* past the caller's struct: not read */
+  CHECK(rqa_engine_create(&options, &engine) == RQA_OK);
+  rqa_engine_destroy(engine);
+}
+
 int main(void) {
   test_version();
   test_null_and_bad_options();
   test_ask_and_change();
+  test_redis_options();
   test_models_and_encode();
   test_tenants_and_corrections();
   if (failures == 0) printf("c api: all checks passed\n");

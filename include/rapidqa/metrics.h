@@ -82,6 +82,17 @@ struct RAPIDQA_EXPORT MetricsSnapshot {
 
   std::uint64_t tuner_moves = 0;         // AutoTuner adjustments of the encoder batcher
   LatencyAnomaly anomaly;
+  // Sharing changes through Redis (all zero without EngineOptions::redis;
+  // counted since create, reset_metrics leaves them).
+  bool redis_connected = false;          // subscribed and able to publish now
+  std::uint64_t redis_outages = 0;       // times Redis was lost, or unreachable at start
+  std::uint64_t changes_published = 0;   // this instance's changes Redis accepted
+  std::uint64_t changes_received = 0;    // peers' changes applied as they happened
+  std::uint64_t changes_replayed = 0;    // peers' changes applied from the change log after a reconnect
+  std::uint64_t changes_queued = 0;      // this instance's changes waiting for Redis now
+  std::uint64_t changes_dropped = 0;     // this instance's changes lost (queue full, or refused by Redis)
+  std::uint64_t changes_malformed = 0;   // messages from Redis skipped because they could not be read
+  std::uint64_t redis_gaps = 0;          // times every cached answer was dropped because changes may have been missed
 
   const LatencySummary& stage(Stage s) const { return stages[static_cast<std::size_t>(s)]; }
   // hits / (hits + misses), 0 when there were no lookups.

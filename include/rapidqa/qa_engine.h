@@ -37,6 +37,7 @@
 #include "rapidqa/log.h"
 #include "rapidqa/metrics.h"
 #include "rapidqa/reader.h"
+#include "rapidqa/redis_sync.h"
 #include "rapidqa/result_cache.h"
 #include "rapidqa/semantic_cache.h"
 #include "rapidqa/status.h"
@@ -126,6 +127,9 @@ struct EngineOptions {
   ComputeThreads threads;                  // applied process-wide at create()
   LogSink log = stderr_log_sink();         // background events (Redis outages, ...); null = silent
   std::shared_ptr<Clock> clock;            // time source for TTLs; null = steady clock
+  // Sharing knowledge changes with the other instances of this knowledge
+  // base through Redis (see redis_sync.h); no host = this instance alone.
+  RedisSyncOptions redis;
 };
 
 struct AskOptions {
@@ -157,7 +161,8 @@ struct PreloadReport {
 
 class RAPIDQA_EXPORT QAEngine {
  public:
-  // Fails with kInvalidArgument when an option is out of range.
+  // Fails with kInvalidArgument when an option is out of range. Redis being
+  // unreachable is not a failure: the engine starts, logs it and retries.
   static Result<std::unique_ptr<QAEngine>> create(EngineOptions options = {});
   ~QAEngine();
   QAEngine(const QAEngine&) = delete;

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "cache/knowledge_change.h"
+#include "cache/redis_relay.h"
 #include "common/guard.h"
 #include "engine/knowledge_base.h"
 #include "engine/rebuild_pool.h"
@@ -65,6 +66,7 @@ Status validate_options(const EngineOptions& o) {
         fmt::format("degradation.queue_saturation {} is outside (0, 1]", o.degradation.queue_saturation));
   }
   if (o.encoder_batching.queue_capacity == 0) return Status::invalid_argument("encoder_batching.queue_capacity must be positive");
+  if (!o.redis.host.empty()) return cache::validate_redis_sync_options(o.redis);
   return Status::ok();
 }
 
@@ -78,16 +80,16 @@ struct QAEngine::Impl {
   std::unique_ptr<SemanticCache> semantic_cache;  // null when disabled
   mutable std::shared_mutex knowledge_mu;         // writers: load/add/update/remove
   std::unique_ptr<engine::KnowledgeBase> knowledge;  // guarded by knowledge_mu
+  metrics::MetricsRegistry metrics;
   // The degraded path of a model encoder: the same entries indexed by the
   // HashingEncoder (null for a lightweight encoder or without degradation).
   std::unique_ptr<engine::KnowledgeBase> lexical;  // guarded by knowledge_mu
   std::shared_ptr<HashingEncoder> lexical_encoder;
   using EncodeBatcher = DynamicBatcher<std::string, std::vector<float>>;
   std::unique_ptr<EncodeBatcher> batcher;  // a model encoder's calls; null when inline
-  std::unique_ptr<AutoTuner> tuner;        // steers batcher; declared after it, so it stops first
-  metrics::MetricsRegistry metrics;
-  // Declared last, so it stops (joining its threads, which call ask()) before
-  // anything it uses is destroyed.
+  std::unique_ptr<AutoTuner> tuner;        // steers batcher; declared after it and metrics, so it stops first
+  // Declared after everything ask() uses, so it stops (joining its threads,
+  // which call ask()) before any of that is destroyed.
   std::unique_ptr<engine::RebuildPool> rebuilds;
 
   // Every knowledge change reaches the tiers (and the Redis relay) through
@@ -98,6 +100,36 @@ struct QAEngine::Impl {
   // written and read with knowledge_mu held exclusively.
   std::size_t change_removed = 0;
   std::vector<std::string> change_hot_keys;
+  // Shares changes with the other instances (null without a Redis host).
+  // Declared last, so it is destroyed first: its thread calls
+  // apply_remote_change, which uses everything above.
+  std::unique_ptr<cache::RedisRelay> relay;
+
+  // Connects this engine's bus to Redis; options must be in place (the
+  // relay's thread may deliver a peer's change before this returns).
+  Status start_relay() {
+    cache::RedisRelay::Callbacks callbacks;
+    callbacks.on_change = [this](const cache::KnowledgeChange& change) { apply_remote_change(change); };
+    callbacks.on_gap = [this](const std::string& reason) {
+      // Dropping cached answers is always safe; the knowledge and its TTLs
+      // stay as they are.
+      log(LogLevel::kWarning, fmt::format("{}; dropping every cached answer", reason));
+      clear_tiers();
+    };
+    callbacks.log = options.log;
+    auto started = cache::RedisRelay::start(options.redis, instance_id, std::move(callbacks));
+    if (!started) return started.status();
+    relay = std::move(started).value();
+    changes.subscribe([this](const cache::KnowledgeChange& change) {
+      // Only this instance's own changes go out: a peer's arrives through
+      // apply_remote_change and must not echo back. A reload stays local:
+      // each instance loads its own knowledge file.
+      if (change.origin == instance_id && change.kind != cache::KnowledgeChange::Kind::kReload) {
+        relay->publish(change);
+      }
+    });
+    return Status::ok();
+  }
 
   void subscribe_tiers() {
     changes.subscribe([this](const cache::KnowledgeChange& change) {
@@ -603,6 +635,10 @@ Result<std::unique_ptr<QAEngine>> QAEngine::create(EngineOptions options) {
       impl.rebuilds = std::make_unique<engine::RebuildPool>(options.rebuild_workers, options.rebuild_queue_capacity);
     }
     impl.options = std::move(options);
+    if (!impl.options.redis.host.empty()) {
+      Status relay = impl.start_relay();
+      if (!relay.is_ok()) return relay;
+    }
     return engine;
   });
 }
@@ -905,6 +941,18 @@ MetricsSnapshot QAEngine::metrics() const {
     snapshot.cache_displacements = s.displacements;
     snapshot.cache_entries += s.size;
     snapshot.cache_bytes += s.bytes;
+  }
+  if (impl_->relay) {
+    const cache::RedisRelayStats redis = impl_->relay->stats();
+    snapshot.redis_connected = redis.connected;
+    snapshot.redis_outages = redis.outages;
+    snapshot.changes_published = redis.published;
+    snapshot.changes_received = redis.received;
+    snapshot.changes_replayed = redis.replayed;
+    snapshot.changes_queued = redis.queued;
+    snapshot.changes_dropped = redis.dropped;
+    snapshot.changes_malformed = redis.malformed;
+    snapshot.redis_gaps = redis.gaps;
   }
   return snapshot;
 }

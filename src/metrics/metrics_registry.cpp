@@ -34,6 +34,13 @@ std::string MetricsSnapshot::format_table() const {
   out += fmt::format("caches: {} answers, {} bytes; evicted {}  expired {}  invalidated {}  displaced {}\n",
                      cache_entries, cache_bytes, cache_evictions, cache_expirations, cache_invalidations,
                      cache_displacements);
+  // A relay has either connected or counted an outage; without one the line stays out.
+  if (redis_connected || redis_outages > 0) {
+    out += fmt::format("redis {}  outages {}  changes published {} received {} replayed {} queued {} dropped {}  "
+                       "malformed {}  gaps {}\n",
+                       redis_connected ? "connected" : "down", redis_outages, changes_published, changes_received,
+                       changes_replayed, changes_queued, changes_dropped, changes_malformed, redis_gaps);
+  }
   return out;
 }
 
