@@ -41,10 +41,17 @@ std::string encode_change_message(const KnowledgeChange& change) {
   ordered_json message = envelope(change.origin, kind_name(change.kind));
   message["entry_id"] = change.entry_id;
   message["version"] = change.version;
+  std::string text = message.dump(-1, ' ', false, ordered_json::error_handler_t::replace);
   if (change.kind == Kind::kUpsert && change.entry) {
-    message["entry"] = ordered_json::parse(knowledge_entry_to_json(*change.entry));
+    // The entry is already JSON in the knowledge-file format: appended as
+    // text, not parsed and dumped again (this runs under the engine's
+    // writer lock).
+    text.pop_back();
+    text += ",\"entry\":";
+    text += knowledge_entry_to_json(*change.entry);
+    text += '}';
   }
-  return message.dump(-1, ' ', false, ordered_json::error_handler_t::replace);
+  return text;
 }
 
 std::string encode_gap_message(const std::string& origin) {
