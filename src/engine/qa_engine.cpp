@@ -382,7 +382,7 @@ struct QAEngine::Impl {
   // retrieval while time is left, else a recently expired cached answer,
   // else the fallback; always marked degraded with the reason.
   Answer degraded_answer(std::string reason, const std::string& question_key, const std::string& key,
-                         const std::optional<Clock::time_point>& deadline, std::size_t top_k) const {
+                         const std::optional<Clock::time_point>& deadline, std::size_t top_k, bool use_cache) const {
     if (lexical && (!deadline || options.clock->now() < *deadline)) {
       std::vector<float> v(lexical_encoder->dimension());
       if (lexical_encoder->encode_one(question_key, v.data()).is_ok()) {
@@ -399,7 +399,7 @@ struct QAEngine::Impl {
     } else if (lexical) {
       reason += "; the deadline passed";
     }
-    if (options.degradation.max_staleness.count() > 0) {
+    if (use_cache && options.degradation.max_staleness.count() > 0) {
       for (const auto& [tier, name] : {std::make_pair(result_cache.get(), AnswerTier::kResultCache),
                                        std::make_pair(knowledge_cache.get(), AnswerTier::kKnowledgeCache)}) {
         if (!tier) continue;
@@ -499,7 +499,7 @@ struct QAEngine::Impl {
       std::string why_not_model = encode_through_batcher(encoder_text, ask_options.priority, deadline, vector);
       timer.finish(Stage::kEncode);
       if (!why_not_model.empty()) {
-        Answer degraded = degraded_answer(std::move(why_not_model), question_key, key, deadline, top_k);
+        Answer degraded = degraded_answer(std::move(why_not_model), question_key, key, deadline, top_k, use_cache);
         timer.finish(Stage::kRetrieve);
         return finish(std::move(degraded));
       }
