@@ -81,6 +81,19 @@ TEST_CASE("The tuner grows 15% with spare capacity, in bounded steps, and never 
   CHECK(history.front().observed.qps == 100);
 }
 
+TEST_CASE("Spare capacity grows the limit only while batches reach it", "[tuner]") {
+  Limits limits;
+  AutoTunerOptions options;
+  options.hysteresis = 1;
+  LoadSample now = sample(20ms, 50);
+  now.full_batch_fraction = 0.1;  // most batches leave with room to spare
+  AutoTuner tuner(options, [&] { return now; }, limits.control());
+  CHECK_FALSE(tuner.tune_once());
+  now.full_batch_fraction = 0.8;
+  CHECK(tuner.tune_once());
+  CHECK(limits.size == 23);
+}
+
 TEST_CASE("A disagreeing interval restarts the hysteresis count", "[tuner]") {
   Limits limits;
   AutoTunerOptions options;

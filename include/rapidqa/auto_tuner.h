@@ -51,6 +51,10 @@ struct AutoTunerOptions {
   std::chrono::microseconds max_queue_delay{50000};
   std::size_t hysteresis = 2;                     // agreeing intervals needed before a move, >= 1
   bool grow_when_backlogged = true;               // over p99_high with a growing queue: grow, not shrink
+  // Grow for spare capacity only while the limit binds: at least this share
+  // of the interval's batches were full (a limit no batch reaches buys
+  // nothing). 0 = grow regardless.
+  double grow_min_full_fraction = 0.5;
   std::size_t history_limit = 1000;               // moves kept (oldest dropped)
   std::shared_ptr<Clock> clock;                   // time source; null = steady clock
 };
@@ -61,6 +65,7 @@ struct LoadSample {
   double qps = 0;                    // requests completed per second over the interval
   std::uint64_t requests = 0;        // in the interval; 0 means no signal (nothing moves)
   std::size_t queue_depth = 0;       // requests waiting for the batcher at the end of the interval
+  double full_batch_fraction = 1.0;  // share of the interval's batches that were full (1 when unknown)
 };
 
 struct TunerMove {

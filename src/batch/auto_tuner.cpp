@@ -120,7 +120,8 @@ std::optional<TunerMove> AutoTuner::tune_once() {
     } else if (sample.p99 > o.p99_high && sample.qps >= o.high_load_qps) {
       want = -1;
       why = fmt::format("p99 {}us > {}us at {:.0f} qps: shrink", sample.p99.count(), o.p99_high.count(), sample.qps);
-    } else if (sample.p99 < o.p99_low && sample.qps <= o.spare_load_qps) {
+    } else if (sample.p99 < o.p99_low && sample.qps <= o.spare_load_qps &&
+               sample.full_batch_fraction >= o.grow_min_full_fraction) {
       want = +1;
       why = fmt::format("p99 {}us < {}us at {:.0f} qps: grow", sample.p99.count(), o.p99_low.count(), sample.qps);
     }

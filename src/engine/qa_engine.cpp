@@ -238,9 +238,21 @@ struct QAEngine::Impl {
     return change;
   }
 
+  // The batcher's counts at the previous window, for per-window shares.
+  std::mutex window_mu;
+  std::uint64_t window_batches = 0, window_full_batches = 0;  // guarded by window_mu
+
   LoadSample recent_load() {
     LoadSample sample = metrics.roll_window();
-    if (batcher) sample.queue_depth = batcher->stats().queue_depth;
+    if (!batcher) return sample;
+    const DynamicBatcherStats b = batcher->stats();
+    sample.queue_depth = b.queue_depth;
+    const std::uint64_t full = b.dispatch_reasons[static_cast<std::size_t>(BatchPlan::Reason::kFull)];
+    std::lock_guard<std::mutex> lock(window_mu);
+    const std::uint64_t batches = b.batches - window_batches;
+    if (batches > 0) sample.full_batch_fraction = static_cast<double>(full - window_full_batches) / static_cast<double>(batches);
+    window_batches = b.batches;
+    window_full_batches = full;
     return sample;
   }
 
