@@ -155,6 +155,10 @@ TEST_CASE("Over the target with a growing backlog the tuner grows to serve it, n
   now.queue_depth = 40;  // the backlog shrinks: the practice's rule again
   REQUIRE(tuner.tune_once());
   CHECK(limits.size == 18);
+  now.queue_depth = 40;
+  now.degraded_fraction = 0.2;  // the queue holds steady because requests are shed: still a backlog
+  REQUIRE(tuner.tune_once());
+  CHECK(limits.size == 21);
   options.grow_when_backlogged = false;
   Limits plain;
   AutoTuner practice(options, [&] { return now; }, plain.control());

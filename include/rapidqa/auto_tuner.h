@@ -9,8 +9,9 @@
 //     grow_factor (default +15%).
 // The practice's rule assumes a bigger batch costs latency. When the queue
 // itself is the latency (p99 over p99_high while the backlog grew over the
-// interval: arrivals outpace service), a bigger batch serves the backlog
-// faster, so with grow_when_backlogged the tuner grows instead of shrinking.
+// interval: arrivals outpace service, or requests are being shed to the
+// degraded path), a bigger batch serves the backlog faster, so with
+// grow_when_backlogged the tuner grows instead of shrinking.
 // A move needs `hysteresis` consecutive intervals that agree, every step is
 // bounded (at least one request, at most max_step requests, within
 // [min_batch_size, max_batch_size]), and each move is kept in a history
@@ -66,6 +67,7 @@ struct LoadSample {
   std::uint64_t requests = 0;        // in the interval; 0 means no signal (nothing moves)
   std::size_t queue_depth = 0;       // requests waiting for the batcher at the end of the interval
   double full_batch_fraction = 1.0;  // share of the interval's batches that were full (1 when unknown)
+  double degraded_fraction = 0.0;    // share of the interval's answers that took a degraded path
 };
 
 struct TunerMove {

@@ -110,13 +110,14 @@ std::optional<TunerMove> AutoTuner::tune_once() {
   const AutoTunerOptions& o = impl_->options;
   int want = 0;
   std::string why;
-  const bool backlog_grew = sample.queue_depth > impl_->last_queue_depth;
+  // Shedding to the degraded path is a backlog the queue bound hides.
+  const bool backlog_grew = sample.queue_depth > impl_->last_queue_depth || sample.degraded_fraction > 0.01;
   impl_->last_queue_depth = sample.queue_depth;
   if (sample.requests > 0) {
     if (sample.p99 > o.p99_high && o.grow_when_backlogged && backlog_grew) {
       want = +1;
-      why = fmt::format("p99 {}us > {}us with the queue growing to {}: grow to serve the backlog", sample.p99.count(),
-                        o.p99_high.count(), sample.queue_depth);
+      why = fmt::format("p99 {}us > {}us with a backlog (queue {}, {:.1f}% degraded): grow to serve it",
+                        sample.p99.count(), o.p99_high.count(), sample.queue_depth, 100.0 * sample.degraded_fraction);
     } else if (sample.p99 > o.p99_high && sample.qps >= o.high_load_qps) {
       want = -1;
       why = fmt::format("p99 {}us > {}us at {:.0f} qps: shrink", sample.p99.count(), o.p99_high.count(), sample.qps);

@@ -167,7 +167,9 @@ void MetricsRegistry::record_answer(const Answer& answer, bool looked_up_result_
     // describe only the requests that paid for them.
     if (answer.timings[stage].count() > 0 || stage == Stage::kTotal) stages_[i].record(answer.timings[stage]);
   }
-  windows_[current_window_.load(std::memory_order_relaxed)].record(answer.timings[Stage::kTotal]);
+  const std::size_t window = current_window_.load(std::memory_order_relaxed);
+  windows_[window].record(answer.timings[Stage::kTotal]);
+  if (answer.degraded) window_degraded_[window].fetch_add(1, std::memory_order_relaxed);
   if (looked_up_result_cache) {
     (answer.tier == AnswerTier::kResultCache ? result_hits_ : result_misses_).fetch_add(1, std::memory_order_relaxed);
   }
@@ -208,12 +210,14 @@ LoadSample MetricsRegistry::roll_window() {
   current_window_.store(1 - closing, std::memory_order_relaxed);
   const LatencySummary window = windows_[closing].summary();
   windows_[closing].reset();
+  const std::uint64_t degraded = window_degraded_[closing].exchange(0, std::memory_order_relaxed);
   const double seconds = std::chrono::duration<double>(now - window_started_).count();
   window_started_ = now;
   LoadSample sample;
   sample.requests = window.count;
   sample.p99 = std::chrono::duration_cast<std::chrono::microseconds>(window.p99);
   sample.qps = seconds > 0 ? static_cast<double>(window.count) / seconds : 0.0;
+  if (window.count > 0) sample.degraded_fraction = static_cast<double>(degraded) / static_cast<double>(window.count);
   if (window.count < rule_.min_requests) return sample;
   const double p99 = static_cast<double>(window.p99.count());
   anomaly_.recent_p99 = window.p99;

@@ -51,6 +51,7 @@ class MetricsRegistry {
   // Two windows: asks record into the current one while roll_window reads
   // and clears the other.
   std::array<LatencyHistogram, 2> windows_;
+  std::array<std::atomic<std::uint64_t>, 2> window_degraded_{};
   std::atomic<std::size_t> current_window_{0};
   mutable std::mutex window_mu_;
   Clock::time_point window_started_;   // guarded by window_mu_
