@@ -318,13 +318,19 @@ rqa_status rqa_engine_ask_with(rqa_engine* engine, const char* question, const r
     if (!question) return null_argument("question");
     rapidqa::AskOptions ask;
     if (options) {
-      if (options->struct_size < sizeof(rqa_ask_options)) {
+      // The first layout ends with semantic_threshold; fields added later
+      // are read only when struct_size says the caller has them.
+      constexpr std::size_t kFirstLayout = offsetof(rqa_ask_options, semantic_threshold) + sizeof(float);
+      if (options->struct_size < kFirstLayout) {
         return fail(RQA_INVALID_ARGUMENT, "rqa_ask_options.struct_size is too small: initialise with rqa_ask_options_init");
       }
       if (options->tenant) ask.tenant = options->tenant;
       ask.use_cache = options->use_cache != 0;
-      if (!(options->timeout_ms >= 0)) return fail(RQA_INVALID_ARGUMENT, "timeout_ms must not be negative");
-      ask.timeout = std::chrono::milliseconds(static_cast<std::int64_t>(std::ceil(options->timeout_ms)));
+      if (!(options->timeout_ms >= 0) || !std::isfinite(options->timeout_ms)) {
+        return fail(RQA_INVALID_ARGUMENT, "timeout_ms must be a finite number of milliseconds, 0 or more");
+      }
+      // A day at most: longer is no deadline in practice, and stays clear of overflow.
+      ask.timeout = std::chrono::milliseconds(static_cast<std::int64_t>(std::ceil(std::min(options->timeout_ms, 86400e3))));
       if (options->priority < 0 || options->priority > 2) {
         return fail(RQA_INVALID_ARGUMENT, "priority must be 0 (high), 1 (normal) or 2 (low)");
       }

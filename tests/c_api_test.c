@@ -214,6 +214,9 @@ static void test_tenants_and_corrections(void) {
     CHECK(rqa_answer_tier(answer) == RQA_TIER_KNOWLEDGE); /* the cache was bypassed */
     CHECK(rqa_answer_degraded(answer) == 0);
     rqa_answer_destroy(answer);
+    ask.timeout_ms = 1.0 / 0.0;
+    CHECK(rqa_engine_ask_with(engine, "How do I reset my password?", &ask, &answer) == RQA_INVALID_ARGUMENT);
+    ask.timeout_ms = 500;
     ask.priority = 7;
     CHECK(rqa_engine_ask_with(engine, "How do I reset my password?", &ask, &answer) == RQA_INVALID_ARGUMENT);
     CHECK(strstr(rqa_last_error(), "priority") != NULL);

@@ -105,11 +105,14 @@ TEST_CASE("A byte bound holds fewer long answers than short ones and counts its 
   CHECK(long_stats.size < short_stats.size);
   CHECK(long_stats.size >= 8);  // ~1.3 KB each: the bound is used, not wasted
   CHECK(long_stats.evictions >= 200 - long_stats.size);
-  // An answer that can never fit is not stored (and evicts nothing).
+  // An answer that can never fit is not stored (and evicts nothing)...
   const auto before = cache.stats();
   cache.insert("huge", answer_for("e", std::string(64 * 1024, 'x')));
   CHECK_FALSE(cache.lookup("huge").has_value());
   CHECK(cache.stats().size == before.size);
+  // ...and replacing an answer with one that cannot fit still removes the old one.
+  cache.insert("long 199", answer_for("e", std::string(64 * 1024, 'y')));
+  CHECK_FALSE(cache.lookup("long 199").has_value());
 }
 
 TEST_CASE("A large tier stays within its bounds under sampled eviction", "[cache][policy]") {

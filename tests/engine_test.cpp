@@ -548,6 +548,23 @@ TEST_CASE("An added entry takes over the cached questions it answers better", "[
   CHECK(engine->metrics().cache_displacements >= 1);
 }
 
+TEST_CASE("A request with retrieval settings of its own neither gets nor leaves cached answers", "[engine]") {
+  auto engine = faq_engine();
+  const std::string paraphrase = "I forgot my password, how can I reset it?";
+  REQUIRE(engine->ask(paraphrase)->tier == AnswerTier::kKnowledge);
+  AskOptions strict;
+  strict.min_answer_score = 0.99f;
+  const auto refused = engine->ask(paraphrase, strict);
+  CHECK(refused->tier == AnswerTier::kFallback);  // not the cached answer of the default setting
+  AskOptions wide;
+  wide.top_k = 10;
+  CHECK(engine->ask("How do I reset my password?", wide)->matches.size() == 10);
+  AskOptions loose;
+  loose.min_answer_score = -1.0f;
+  REQUIRE(engine->ask("what is the airspeed velocity of an unladen swallow", loose)->tier == AnswerTier::kKnowledge);
+  CHECK(engine->ask("what is the airspeed velocity of an unladen swallow")->tier == AnswerTier::kFallback);
+}
+
 TEST_CASE("A tenant's own semantic threshold sits between the global one and the request's", "[engine][tenant]") {
   auto engine = faq_engine();
   AskOptions lenient, strict;

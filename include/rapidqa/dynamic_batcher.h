@@ -26,7 +26,9 @@
 // any thread; the batch function runs on the batcher's worker threads
 // (several at once with workers > 1, each with its own worker index) and
 // callbacks run on worker or monitor threads, never under the batcher's
-// lock. Header-only and generic: nothing in it knows the engine.
+// lock; a callback must not call shutdown() (it would join its own thread),
+// and what it throws is swallowed so the other requests still complete.
+// Header-only and generic: nothing in it knows the engine.
 #pragma once
 
 #include <algorithm>
@@ -241,7 +243,12 @@ class DynamicBatcher {
         queue_[index_of(options.priority)].push_back(std::move(pending));
         ++queued_;
         work_cv_.notify_one();
-        if (options.deadline) monitor_cv_.notify_one();
+        // The monitor sleeps until the earliest deadline it knows: only an
+        // earlier one needs to wake it.
+        if (options.deadline && *options.deadline < monitor_wake_) {
+          monitor_wake_ = *options.deadline;
+          monitor_cv_.notify_one();
+        }
       }
     }
     complete(finished);
@@ -309,6 +316,8 @@ class DynamicBatcher {
   // Stops taking requests, runs (drain_on_shutdown) or fails what is
   // queued, and joins the threads. Idempotent; the destructor calls it.
   void shutdown() {
+    // Concurrent shutdowns (an explicit one racing the destructor) join once.
+    std::lock_guard<std::mutex> once(shutdown_mu_);
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (stopping_ && workers_.empty()) return;
@@ -385,7 +394,12 @@ class DynamicBatcher {
 
   void complete(std::vector<Finished>& finished) {  // mu_ not held
     for (auto& f : finished) {
-      if (f.done) f.done(std::move(f.result));
+      if (!f.done) continue;
+      try {
+        f.done(std::move(f.result));
+      } catch (...) {
+        // A throwing callback is the caller's bug; the rest still complete.
+      }
     }
     finished.clear();
   }
@@ -520,6 +534,7 @@ class DynamicBatcher {
       }
       // At shutdown the workers drain (or shutdown() fails) the rest.
       if (stopping_) return;
+      monitor_wake_ = earliest;
       if (earliest == Clock::time_point::max()) {
         monitor_cv_.wait(lock);
       } else {
@@ -535,11 +550,13 @@ class DynamicBatcher {
   std::condition_variable monitor_cv_;  // new deadlines, shutdown
   std::array<std::deque<Pending>, kBatchPriorityCount> queue_;  // guarded by mu_
   std::size_t queued_ = 0;              // guarded by mu_
+  Clock::time_point monitor_wake_ = Clock::time_point::max();  // guarded by mu_: the monitor's next wake
   std::size_t running_ = 0;             // guarded by mu_
   bool stopping_ = false;               // guarded by mu_
   BatchLimits limits_;                  // guarded by mu_
   BatchLatencyModel model_;             // guarded by mu_
   DynamicBatcherStats stats_;           // guarded by mu_
+  std::mutex shutdown_mu_;              // serialises shutdown()
   std::vector<std::thread> workers_;
   std::thread monitor_;
 };

@@ -136,6 +136,8 @@ struct AskOptions {
   std::string tenant;                      // cache namespace; answers are never shared between tenants
   bool use_cache = true;                   // false: skip every cache tier (no lookup, no fill)
   std::optional<float> semantic_threshold; // override SemanticCacheOptions::similarity_threshold
+  // Retrieval settings of the request's own; such a request bypasses the
+  // cache tiers (its answer is not what other askers would get).
   std::optional<std::size_t> top_k;        // override EngineOptions::top_k
   std::optional<float> min_answer_score;   // override EngineOptions::min_answer_score
   // The request's time budget from the call; 0 = the engine's
@@ -156,6 +158,7 @@ struct PreloadReport {
   std::size_t questions = 0;                // questions asked
   std::size_t cached = 0;                   // answered, and now held by the cache tiers
   std::size_t fallbacks = 0;                // nothing matched: not cached
+  std::size_t degraded = 0;                 // answered by a degraded path (the model was busy): not cached
   std::vector<KnowledgeLineError> rejected; // bad questions (empty, oversize, invalid UTF-8) by line
 };
 

@@ -85,7 +85,9 @@ void AutoTuner::start() {
         impl_->options.clock->wait_until(impl_->cv, lock, next);
         continue;
       }
-      next += impl_->options.interval;
+      // After a stall, skip the missed intervals rather than deciding on a
+      // burst of near-empty windows.
+      next = std::max(next + impl_->options.interval, impl_->options.clock->now() + impl_->options.interval);
       lock.unlock();
       (void)tune_once();
       lock.lock();

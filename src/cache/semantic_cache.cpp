@@ -72,7 +72,7 @@ struct SemanticCache::Impl {
   Store store;                                        // guarded by mu (hits recorded under the shared lock)
   std::int64_t next_label = 0;                        // guarded by mu
   mutable std::atomic<std::uint64_t> hits{0}, misses{0}, refusals{0};
-  std::atomic<std::uint64_t> lookup_expirations{0}, invalidations{0}, displacements{0};
+  std::atomic<std::uint64_t> invalidations{0}, displacements{0};
 
   index::VectorIndex& index_for(const std::string& tenant) {  // needs mu held exclusively
     auto it = indexes.find(tenant);
@@ -98,8 +98,11 @@ struct SemanticCache::Impl {
     }
   }
 
-  // Stores an entry; needs mu held exclusively.
-  void store_entry(const float* vector, CachedEntry entry, Clock::duration ttl, Clock::time_point now) {
+  // Stores an entry for ttl (the answer's own, for sliding renewals), its
+  // first expiry `left` from now when given (a snapshot's time left); needs
+  // mu held exclusively.
+  void store_entry(const float* vector, CachedEntry entry, Clock::duration ttl, Clock::time_point now,
+                   std::optional<Clock::duration> left = std::nullopt) {
     const std::size_t bytes = sizeof(Store::Item) + cache::answer_bytes(entry.answer) + entry.question.capacity() +
                               entry.tenant.capacity() + vector_bytes;
     const std::int64_t label = next_label;
@@ -107,6 +110,10 @@ struct SemanticCache::Impl {
     const bool stored = store.insert(label, std::move(entry), bytes, ttl, now,
                                      [this](const Store::Item& item, cache::Removal) { unindex(item); });
     if (!stored) return;
+    if (left) {
+      const Store::Item* item = store.find(label);
+      item->expires_at.store((now + std::min(*left, item->ttl)).time_since_epoch().count(), std::memory_order_relaxed);
+    }
     ++next_label;
     index_for(tenant).upsert(label, vector);
   }
@@ -150,10 +157,7 @@ SemanticLookup SemanticCache::lookup(const float* vector, const std::string& que
     for (const auto& n : index->second.search(vector, kLookupNeighbors)) {
       const Store::Item* item = impl_->store.find(n.label);
       if (!item) continue;
-      if (!Store::live(*item, now)) {
-        impl_->lookup_expirations.fetch_add(1, std::memory_order_relaxed);  // reclaimed by a later insert
-        continue;
-      }
+      if (!Store::live(*item, now)) continue;  // reclaimed (and counted) by a later insert
       if (result.nearest_similarity < n.similarity) result.nearest_similarity = n.similarity;
       if (n.similarity < threshold) break;  // neighbours come best first
       std::string conflict = impl_->guard.conflict(item->value.question, question);
@@ -262,6 +266,7 @@ Status SemanticCache::save_snapshot(const std::string& path) const {
             {{"tenant", item.value.tenant},
              {"question", item.value.question},
              {"ttl_ms", std::chrono::duration_cast<std::chrono::milliseconds>(expires_at - now).count()},
+             {"answer_ttl_ms", std::chrono::duration_cast<std::chrono::milliseconds>(item.ttl).count()},
              {"vector", nlohmann::json::binary(std::vector<std::uint8_t>(
                             bytes, bytes + impl_->options.dimension * sizeof(float)))},
              {"answer", cache::answer_to_json(item.value.answer)}});
@@ -279,7 +284,7 @@ Result<std::size_t> SemanticCache::load_snapshot(const std::string& path,
   if (!payload) return payload.status();
   struct Loaded {
     std::string tenant, question;
-    std::chrono::milliseconds ttl;
+    std::chrono::milliseconds left, ttl;  // time left, and the answer's own TTL (for sliding renewals)
     std::vector<float> vector;
     Answer answer;
   };
@@ -298,9 +303,11 @@ Result<std::size_t> SemanticCache::load_snapshot(const std::string& path,
         return Status::data_loss(fmt::format("{}: an entry's vector has {} bytes, expected {}", path, bytes.size(),
                                              dimension * sizeof(float)));
       }
-      Loaded l{e.at("tenant").get<std::string>(), e.at("question").get<std::string>(),
-               std::chrono::milliseconds(e.at("ttl_ms").get<std::int64_t>()), std::vector<float>(dimension),
-               cache::answer_from_json(e.at("answer"))};
+      const std::chrono::milliseconds left(e.at("ttl_ms").get<std::int64_t>());
+      // Snapshots written before answer_ttl_ms existed: the time left is all we know.
+      const std::chrono::milliseconds ttl(e.value("answer_ttl_ms", left.count()));
+      Loaded l{e.at("tenant").get<std::string>(), e.at("question").get<std::string>(), left, ttl,
+               std::vector<float>(dimension), cache::answer_from_json(e.at("answer"))};
       std::memcpy(l.vector.data(), bytes.data(), bytes.size());
       loaded.push_back(std::move(l));
     }
@@ -312,9 +319,10 @@ Result<std::size_t> SemanticCache::load_snapshot(const std::string& path,
   const auto now = impl_->options.clock->now();
   std::unique_lock<std::shared_mutex> lock(impl_->mu);
   for (auto& l : loaded) {
-    if (l.ttl.count() <= 0 || (keep && !keep(l.answer))) continue;
+    if (l.left.count() <= 0 || (keep && !keep(l.answer))) continue;
     if (impl_->store.size() >= impl_->options.capacity) break;
-    impl_->store_entry(l.vector.data(), CachedEntry{std::move(l.answer), std::move(l.question), l.tenant}, l.ttl, now);
+    impl_->store_entry(l.vector.data(), CachedEntry{std::move(l.answer), std::move(l.question), l.tenant}, l.ttl, now,
+                       Clock::duration(l.left));
     ++inserted;
   }
   return inserted;

@@ -59,6 +59,10 @@ class TierStore {
     // Written by readers under the owner's shared lock.
     mutable std::atomic<Clock::duration::rep> expires_at;
     mutable std::atomic<std::uint64_t> hits{0};
+    // LFU's count: hits plus one for being stored, so a newcomer ties with
+    // answers hit once (and wins on recency) instead of always going first;
+    // halved as the tier turns over.
+    mutable std::atomic<std::uint64_t> frequency{1};
     mutable std::atomic<std::uint64_t> last_use;
   };
 
@@ -87,6 +91,7 @@ class TierStore {
   // A hit: counts it, marks it recent and, with sliding expiry, restarts its TTL.
   void record_hit(const Item& item, Clock::time_point now) const {
     item.hits.fetch_add(1, std::memory_order_relaxed);
+    item.frequency.fetch_add(1, std::memory_order_relaxed);
     item.last_use.store(tick_.fetch_add(1, std::memory_order_relaxed), std::memory_order_relaxed);
     if (limits_.expiry == ExpiryMode::kSliding) {
       item.expires_at.store((now + item.ttl).time_since_epoch().count(), std::memory_order_relaxed);
@@ -96,13 +101,14 @@ class TierStore {
   // Stores value under key (replacing what was there) for min(ttl, the
   // tier's TTL), making room first. on_remove(const Item&, Removal) sees
   // every item expired or evicted to make room, before it is destroyed.
-  // Returns false, storing nothing, when the item can never fit (bigger
-  // than max_bytes, or a tier that keeps nothing).
+  // Returns false, storing nothing (and having removed what was under key),
+  // when the item can never fit (bigger than max_bytes, or a tier that
+  // keeps nothing).
   template <typename OnRemove>
   bool insert(Key key, Value value, std::size_t bytes, Clock::duration ttl, Clock::time_point now,
               OnRemove&& on_remove) {
+    erase(key);  // even when the new value cannot be stored, the old one is replaced
     if (limits_.max_entries == 0 || (limits_.max_bytes != 0 && bytes > limits_.max_bytes)) return false;
-    erase(key);
     sweep_expired(now, on_remove);
     while (!items_.empty() && (items_.size() + 1 > limits_.max_entries ||
                                (limits_.max_bytes != 0 && bytes_ + bytes > limits_.max_bytes))) {
@@ -166,8 +172,9 @@ class TierStore {
   bool colder(const Item& a, const Item& b) const {
     const auto a_use = a.last_use.load(std::memory_order_relaxed), b_use = b.last_use.load(std::memory_order_relaxed);
     if (limits_.eviction == EvictionPolicy::kLeastFrequentlyUsed) {
-      const auto a_hits = a.hits.load(std::memory_order_relaxed), b_hits = b.hits.load(std::memory_order_relaxed);
-      if (a_hits != b_hits) return a_hits < b_hits;
+      const auto a_freq = a.frequency.load(std::memory_order_relaxed);
+      const auto b_freq = b.frequency.load(std::memory_order_relaxed);
+      if (a_freq != b_freq) return a_freq < b_freq;
     }
     return a_use < b_use;
   }
@@ -225,7 +232,10 @@ class TierStore {
 
   void decay_hits() {
     inserts_since_decay_ = 0;
-    for (auto& item : items_) item->hits.store(item->hits.load(std::memory_order_relaxed) / 2, std::memory_order_relaxed);
+    for (auto& item : items_) {
+      item->frequency.store(std::max<std::uint64_t>(1, item->frequency.load(std::memory_order_relaxed) / 2),
+                            std::memory_order_relaxed);
+    }
   }
 
   TierLimits limits_;

@@ -87,7 +87,13 @@ struct QAEngine::Impl {
   std::shared_ptr<HashingEncoder> lexical_encoder;
   using EncodeBatcher = DynamicBatcher<std::string, std::vector<float>>;
   std::unique_ptr<EncodeBatcher> batcher;  // a model encoder's calls; null when inline
-  std::unique_ptr<AutoTuner> tuner;        // steers batcher; declared after it and metrics, so it stops first
+  // The batcher's dispatch counts at the previous metrics window, for the
+  // tuner's per-window shares.
+  std::mutex window_mu;
+  std::uint64_t window_batches = 0, window_full_batches = 0;  // guarded by window_mu
+  // Steers batcher; declared after everything recent_load() uses, so it
+  // stops first.
+  std::unique_ptr<AutoTuner> tuner;
   // Declared after everything ask() uses, so it stops (joining its threads,
   // which call ask()) before any of that is destroyed.
   std::unique_ptr<engine::RebuildPool> rebuilds;
@@ -238,20 +244,22 @@ struct QAEngine::Impl {
     return change;
   }
 
-  // The batcher's counts at the previous window, for per-window shares.
-  std::mutex window_mu;
-  std::uint64_t window_batches = 0, window_full_batches = 0;  // guarded by window_mu
-
   LoadSample recent_load() {
+    // One caller at a time: the counts are deltas since the previous call.
+    std::lock_guard<std::mutex> lock(window_mu);
     LoadSample sample = metrics.roll_window();
     if (!batcher) return sample;
     const DynamicBatcherStats b = batcher->stats();
     sample.queue_depth = b.queue_depth;
+    // Dispatches, not completions: a batch still running counts as formed.
+    std::uint64_t dispatched = 0;
+    for (auto n : b.dispatch_reasons) dispatched += n;
     const std::uint64_t full = b.dispatch_reasons[static_cast<std::size_t>(BatchPlan::Reason::kFull)];
-    std::lock_guard<std::mutex> lock(window_mu);
-    const std::uint64_t batches = b.batches - window_batches;
-    if (batches > 0) sample.full_batch_fraction = static_cast<double>(full - window_full_batches) / static_cast<double>(batches);
-    window_batches = b.batches;
+    const std::uint64_t batches = dispatched - window_batches;
+    // No batch in the window: nothing says the limit binds.
+    sample.full_batch_fraction =
+        batches == 0 ? 0.0 : std::min(1.0, static_cast<double>(full - window_full_batches) / static_cast<double>(batches));
+    window_batches = dispatched;
     window_full_batches = full;
     return sample;
   }
@@ -439,7 +447,9 @@ struct QAEngine::Impl {
     Answer answer;
     StageTimings timings;
     StageTimer timer(timings);
-    const bool use_cache = ask_options.use_cache;
+    // Retrieval settings of its own make an answer that other askers must
+    // not get from a cache, nor this one from theirs.
+    const bool use_cache = ask_options.use_cache && !ask_options.top_k && !ask_options.min_answer_score;
     const bool use_result_cache = use_cache && result_cache;
     const bool use_knowledge_cache = use_cache && knowledge_cache;
     const bool use_semantic_cache = use_cache && semantic_cache;
@@ -501,14 +511,22 @@ struct QAEngine::Impl {
 
     const std::size_t top_k = ask_options.top_k.value_or(options.top_k);
     const float min_score = ask_options.min_answer_score.value_or(options.min_answer_score);
-    const auto timeout = ask_options.timeout.count() > 0 ? ask_options.timeout : options.degradation.default_timeout;
+    // Clamped to a day, so a huge budget cannot overflow the clock.
+    const auto timeout = std::min<std::chrono::milliseconds>(
+        ask_options.timeout.count() > 0 ? ask_options.timeout : options.degradation.default_timeout, std::chrono::hours(24));
     std::optional<Clock::time_point> deadline;
     if (timeout.count() > 0) deadline = clock_started + timeout;
 
     std::vector<float> vector;
     const std::string encoder_text = encoder->wants_normalized_text() ? question_key : std::string(question);
     if (batcher) {
+      // The model's vectors do not depend on the knowledge: wait for it
+      // without the lock, so updates are never held behind the model. The
+      // semantic lookup, retrieval and cache fill below run under one hold
+      // again, so an update still cannot slip between them.
+      lock.unlock();
       std::string why_not_model = encode_through_batcher(encoder_text, ask_options.priority, deadline, vector);
+      lock.lock();
       timer.finish(Stage::kEncode);
       if (!why_not_model.empty()) {
         Answer degraded = degraded_answer(std::move(why_not_model), question_key, key, deadline, top_k, use_cache);
@@ -565,10 +583,7 @@ struct QAEngine::Impl {
     if (answer.tier == AnswerTier::kKnowledge && !answer.degraded) {
       const auto ttl = cache_ttl_of(answer);
       if (use_result_cache) result_cache->insert(key, answer, ttl);
-      // Only the default retrieval settings are reusable by other asks.
-      if (use_knowledge_cache && !ask_options.top_k && !ask_options.min_answer_score) {
-        knowledge_cache->insert(key, answer, ttl);
-      }
+      if (use_knowledge_cache) knowledge_cache->insert(key, answer, ttl);
       if (use_semantic_cache) semantic_cache->insert(vector.data(), question_key, answer, ask_options.tenant, ttl);
     }
     timer.finish(Stage::kPostprocess);
@@ -765,11 +780,14 @@ Status QAEngine::reindex() {
   return detail::guarded("reindexing", [&]() -> Status {
     std::unique_lock<std::shared_mutex> lock(impl_->knowledge_mu);
     Status s = impl_->knowledge->reindex();
-    if (s.is_ok() && impl_->lexical) s = impl_->lexical->reindex();
-    // Vectors changed meaning: cached similar-question vectors are stale,
-    // and retrieval may now rank entries differently.
-    if (s.is_ok() && impl_->semantic_cache) impl_->semantic_cache->clear();
-    if (s.is_ok() && impl_->knowledge_cache) impl_->knowledge_cache->clear();
+    if (!s.is_ok()) return s;
+    if (impl_->lexical) {
+      Status lexical = impl_->lexical->reindex();
+      if (!lexical.is_ok()) impl_->log(LogLevel::kWarning, "lexical index: " + lexical.message());
+    }
+    // Vectors changed meaning and retrieval may rank entries differently:
+    // no cached answer or question vector is trusted any more.
+    impl_->clear_tiers();
     return s;
   });
 }
@@ -879,6 +897,8 @@ PreloadReport QAEngine::preload_questions(const std::vector<std::string>& questi
       report.rejected.push_back({i + 1, answer.status().message()});
     } else if (answer->tier == AnswerTier::kFallback) {
       ++report.fallbacks;
+    } else if (answer->degraded) {
+      ++report.degraded;
     } else {
       ++report.cached;
     }

@@ -151,6 +151,18 @@ std::string MetricsSnapshot::format_prometheus() const {
            anomaly.active ? 1.0 : 0.0);
   w.single("latency_anomaly_windows_total", "counter", "Windows that raised the latency anomaly flag.",
            static_cast<double>(anomaly.windows_flagged));
+  w.single("redis_connected", "gauge", "1 while this instance is subscribed to Redis and can publish.",
+           redis_connected ? 1.0 : 0.0);
+  w.single("redis_outages_total", "counter", "Times Redis was lost or unreachable.", static_cast<double>(redis_outages));
+  w.family("redis_changes_total", "counter", "Knowledge changes shared through Redis, by what happened to them.");
+  for (const auto& [what, n] : {std::make_pair("published", changes_published), std::make_pair("received", changes_received),
+                                std::make_pair("replayed", changes_replayed), std::make_pair("dropped", changes_dropped),
+                                std::make_pair("malformed", changes_malformed)}) {
+    w.sample("redis_changes_total", fmt::format("outcome=\"{}\"", what), static_cast<double>(n));
+  }
+  w.single("redis_changes_queued", "gauge", "This instance's changes waiting for Redis.", static_cast<double>(changes_queued));
+  w.single("redis_gaps_total", "counter", "Times every cached answer was dropped because changes may have been missed.",
+           static_cast<double>(redis_gaps));
   w.single("recent_p99_seconds", "gauge", "p99 of total latency in the latest closed window.", seconds(anomaly.recent_p99));
   w.single("baseline_p99_seconds", "gauge", "Moving baseline of the windows' p99.", seconds(anomaly.baseline_p99));
   return w.take();
@@ -218,7 +230,10 @@ LoadSample MetricsRegistry::roll_window() {
   sample.p99 = std::chrono::duration_cast<std::chrono::microseconds>(window.p99);
   sample.qps = seconds > 0 ? static_cast<double>(window.count) / seconds : 0.0;
   if (window.count > 0) sample.degraded_fraction = static_cast<double>(degraded) / static_cast<double>(window.count);
-  if (window.count < rule_.min_requests) return sample;
+  if (window.count < rule_.min_requests) {
+    anomaly_.active = false;  // too little traffic to judge: the flag says "latest window", so it drops
+    return sample;
+  }
   const double p99 = static_cast<double>(window.p99.count());
   anomaly_.recent_p99 = window.p99;
   anomaly_.active = baseline_windows_ >= rule_.warmup_windows && p99 > rule_.factor * baseline_p99_ns_;

@@ -1,7 +1,9 @@
 // The engine's live metrics: one latency histogram per stage and the
 // counters behind MetricsSnapshot.
 //
-// Thread safety: thread-safe (atomics only).
+// Thread safety: thread-safe: recording uses atomics only; closing a window
+// takes a mutex (a sample recorded while a window closes may land in the
+// next window).
 #pragma once
 
 #include <array>
