@@ -196,6 +196,14 @@ std::vector<std::vector<Neighbor>> VectorIndex::search_batch(const float* querie
   return results;
 }
 
+void VectorIndex::set_search_breadth(int breadth) {
+  options_.hnsw_search_breadth = breadth;
+  // FAISS 1.7.3 walks the bottom layer with the index's own efSearch and
+  // ignores SearchParametersHNSW::efSearch there, so the per-search
+  // parameter alone would change nothing.
+  if (approximate_) static_cast<faiss::IndexHNSW&>(*index_).hnsw.efSearch = breadth;
+}
+
 const float* VectorIndex::row_vector(std::int64_t row) const {
   const float* rows = approximate_ ? vectors_.data() : static_cast<const SimdFlatIP&>(*index_).get_xb();
   return rows + static_cast<std::size_t>(row) * options_.dimension;

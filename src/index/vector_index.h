@@ -71,6 +71,10 @@ class VectorIndex {
   // Bytes held by the index: vectors, graph, label maps (allocated
   // capacity, not only what is in use).
   std::size_t memory_bytes() const;
+  // efSearch of later searches of an HNSW index (an exact one ignores it):
+  // wider is slower and misses the true nearest less often. Lets one
+  // graph be measured at several breadths without rebuilding it.
+  void set_search_breadth(int breadth);
 
  private:
   void rebuild(bool approximate);
