@@ -267,6 +267,19 @@ double index_bytes_per_entry(const DataSet& set, std::size_t size, bool approxim
   return static_cast<double>(index.memory_bytes()) / static_cast<double>(size);
 }
 
+// Entries arrive in shuffled order, as paraphrases of one intent do. The
+// order also decides where each vector lies in the index's storage: in
+// entry order, graph neighbours (one topic) would sit side by side in
+// memory and a walk would hit the CPU caches far more often than it does
+// in a real cache.
+std::vector<std::size_t> insertion_order(std::size_t size) {
+  std::vector<std::size_t> order(size);
+  for (std::size_t i = 0; i < size; ++i) order[i] = i;
+  Rng rng(0x0de7 + size);
+  for (std::size_t i = size; i > 1; --i) std::swap(order[i - 1], order[rng.below(i)]);
+  return order;
+}
+
 const FilledCache& filled_cache(std::size_t size, bool approximate) {
   static std::map<std::pair<std::size_t, bool>, FilledCache> filled;
   auto& slot = filled[{size, approximate}];
@@ -274,12 +287,7 @@ const FilledCache& filled_cache(std::size_t size, bool approximate) {
   const DataSet& set = data_set(size);
   const char* kind = approximate ? "HNSW" : "exact";
 
-  // Entries arrive in shuffled order, as paraphrases of one intent do.
-  std::vector<std::size_t> order(size);
-  for (std::size_t i = 0; i < size; ++i) order[i] = i;
-  Rng rng(0x0de7 + size);
-  for (std::size_t i = size; i > 1; --i) std::swap(order[i - 1], order[rng.below(i)]);
-
+  const std::vector<std::size_t> order = insertion_order(size);
   auto created = rapidqa::SemanticCache::create(cache_options(size, approximate));
   if (!created) {
     slot.error = "creating the semantic cache: " + created.status().to_string();
@@ -343,21 +351,30 @@ struct BuiltIndex {
   double resident_bytes_per_entry = 0;
 };
 
-const BuiltIndex& built_index(std::size_t size, bool approximate) {
+constexpr int kCacheSearchBreadth = 64;  // SemanticCache's efSearch
+
+BuiltIndex& built_index(std::size_t size, bool approximate) {
   static std::map<std::pair<std::size_t, bool>, BuiltIndex> built;
   auto& slot = built[{size, approximate}];
   if (slot.index) return slot;
   const DataSet& set = data_set(size);
+  // In the cache's insertion order (see insertion_order).
+  const std::vector<std::size_t> order = insertion_order(size);
   std::vector<std::int64_t> labels(size);
-  for (std::size_t i = 0; i < size; ++i) labels[i] = static_cast<std::int64_t>(i);
-  rapidqa::index::VectorIndexOptions options{kDimension, rapidqa::SemanticCacheOptions{}.exact_index_limit, 32, 80, 64};
+  std::vector<float> vectors(size * kDimension);
+  for (std::size_t n = 0; n < size; ++n) {
+    labels[n] = static_cast<std::int64_t>(order[n]);
+    std::copy_n(set.vectors.data() + order[n] * kDimension, kDimension, vectors.data() + n * kDimension);
+  }
+  rapidqa::index::VectorIndexOptions options{kDimension, rapidqa::SemanticCacheOptions{}.exact_index_limit, 32, 80,
+                                              kCacheSearchBreadth};
   if (!approximate) options.exact_limit = size + 1;
   std::fprintf(stderr, "rapidqa-bench: building the %s index of %zu vectors in one batch...\n",
                approximate ? "HNSW" : "exact", size);
   const std::size_t resident_before = resident_bytes();
   const auto started = SteadyClock::now();
   slot.index = std::make_unique<rapidqa::index::VectorIndex>(options);
-  slot.index->add_batch(labels, set.vectors.data());
+  slot.index->add_batch(labels, vectors.data());
   slot.build_seconds = std::chrono::duration<double>(SteadyClock::now() - started).count();
   slot.resident_bytes_per_entry =
       static_cast<double>(std::max(resident_bytes(), resident_before) - resident_before) / static_cast<double>(size);
@@ -461,11 +478,14 @@ void cache_lookups(benchmark::State& state, std::size_t size, bool approximate, 
   state.counters["fill_s"] = filled.fill_seconds;
 }
 
-// The index alone (see kCacheFillLimit): bytes_per_entry is then the
-// index's resident memory, without answers, and a lookup hits when its
-// nearest similarity reaches the cache's default threshold.
-void index_only_lookups(benchmark::State& state, std::size_t size, bool approximate, bool hit) {
-  const BuiltIndex& built = built_index(size, approximate);
+// The index alone (see kCacheFillLimit), searched with efSearch
+// `breadth`: bytes_per_entry is then the index's resident memory, without
+// answers, and a lookup hits when its nearest similarity reaches the
+// cache's default threshold.
+void index_only_lookups(benchmark::State& state, std::size_t size, bool approximate, bool hit,
+                        int breadth = kCacheSearchBreadth) {
+  BuiltIndex& built = built_index(size, approximate);
+  built.index->set_search_breadth(breadth);
   const Queries& queries = hit ? data_set(size).hits : data_set(size).misses;
   LookupTally tally(queries, static_cast<std::size_t>(state.max_iterations));
   std::size_t j = 0;
@@ -481,7 +501,12 @@ void index_only_lookups(benchmark::State& state, std::size_t size, bool approxim
   tally.report(state, size, built.resident_bytes_per_entry,
                static_cast<double>(built.index->memory_bytes()) / static_cast<double>(size));
   state.counters["build_s"] = built.build_seconds;
+  state.counters["ef_search"] = breadth;
 }
+
+// HNSW search breadths (efSearch) the breadth benchmarks try on the
+// index-only graphs: the cache's 64, VectorIndex's default 128, and wider.
+constexpr int kSearchBreadths[] = {64, 128, 256, 512, 1024};
 
 bool huge_sizes_enabled() {
   const char* value = std::getenv("RAPIDQA_BENCH_HUGE");
@@ -518,6 +543,21 @@ const bool registered = [] {
               ->Iterations(index_only_lookup_count(approximate))
               ->Unit(benchmark::kMicrosecond);
         }
+      }
+    }
+  }
+  // Recall against latency of the graph alone, at the sizes where the
+  // cache's breadth may not be enough.
+  for (const std::size_t size : sizes()) {
+    if (size < kCacheFillLimit) continue;
+    for (const bool hit : {true, false}) {
+      for (const int breadth : kSearchBreadths) {
+        const std::string name = std::string("BM_SemanticScaleIndexBreadth") + (hit ? "Hit" : "Miss") + "/hnsw/" +
+                                 std::to_string(size) + "/ef:" + std::to_string(breadth);
+        benchmark::RegisterBenchmark(
+            name.c_str(), [=](benchmark::State& state) { index_only_lookups(state, size, true, hit, breadth); })
+            ->Iterations(kLookups)
+            ->Unit(benchmark::kMicrosecond);
       }
     }
   }
