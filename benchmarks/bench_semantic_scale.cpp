@@ -328,14 +328,14 @@ const FilledCache& filled_cache(std::size_t size, bool approximate) {
 
 // Caches are filled one insert at a time only up to this size. An insert
 // first searches the cache (the duplicate check), so an exact cache costs
-// n^2/2 inner products to fill: 526 s for 100k on the reference machine,
-// at least 100 times that (15 h) for 1M. An HNSW cache there fills at
-// about 470 inserts/s once it holds 100k entries (362k took 11.5 min), so
-// 1M takes 35 min or more. Above the
-// limit the benchmarks measure the index such a cache would search, built
-// in one batch: the same vectors and queries, the cache's parameters and
-// its 4 neighbours per lookup. Its search is what a lookup pays for; the
-// index-only rows at 100k show how close the two are.
+// n^2/2 inner products to fill: 9 to 12 minutes for 100k on the reference
+// machine, at least 100 times that (15 h) for 1M. An HNSW cache there
+// fills at about 470 inserts/s once it holds 100k entries (362k took 11.5
+// min), so 1M takes 35 min or more. Above the limit the benchmarks measure
+// the index such a cache would search, built in one batch: the same
+// vectors in the same order, the cache's parameters and its 4 neighbours
+// per lookup. Its search is what a lookup pays for; the index-only rows at
+// 100k show how close the two are.
 constexpr std::size_t kCacheFillLimit = 100000;
 constexpr std::size_t kCacheLookupNeighbors = 4;  // what SemanticCache::lookup asks its index for
 
