@@ -16,18 +16,9 @@
 
 namespace {
 
-constexpr std::size_t kDimension = 384;
+using rapidqa::bench::typical_answer;
 
-// An answer of the size the engine caches: a sentence and top-3 matches.
-rapidqa::Answer typical_answer(std::size_t i) {
-  const auto entry = rapidqa::bench::generated_entry(i, 0);
-  rapidqa::Answer a;
-  a.text = entry.answer;
-  a.score = 0.9f;
-  a.tier = rapidqa::AnswerTier::kKnowledge;
-  a.matches = {{entry.id, 0.9f}, {"gen-" + std::to_string(i + 1), 0.6f}, {"gen-" + std::to_string(i + 2), 0.5f}};
-  return a;
-}
+constexpr std::size_t kDimension = 384;
 
 // 10k cached questions of which the benchmark looks up 64 in turn.
 void BM_ResultCacheLookupHit(benchmark::State& state) {

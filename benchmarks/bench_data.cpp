@@ -115,6 +115,16 @@ std::vector<KnowledgeEntry> generated_entries(std::size_t count, std::size_t alt
   return entries;
 }
 
+Answer typical_answer(std::size_t i) {
+  const auto entry = generated_entry(i, 0);
+  Answer a;
+  a.text = entry.answer;
+  a.score = 0.9f;
+  a.tier = AnswerTier::kKnowledge;
+  a.matches = {{entry.id, 0.9f}, {"gen-" + std::to_string(i + 1), 0.6f}, {"gen-" + std::to_string(i + 2), 0.5f}};
+  return a;
+}
+
 std::string paraphrase_of(std::size_t i, std::uint64_t variant) {
   Rng rng(mix(kParaphraseSeed ^ mix(i) ^ (variant * 0x2545f4914f6cdd1dULL)));
   auto words = entry_words(i);

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "rapidqa/answer.h"
 #include "rapidqa/knowledge_entry.h"
 
 namespace rapidqa::bench {
@@ -41,6 +42,10 @@ inline constexpr std::size_t kWordsPerQuestion = 8;
 // i is the same whatever the size of the base it belongs to.
 KnowledgeEntry generated_entry(std::size_t i, std::size_t alternates = 2);
 std::vector<KnowledgeEntry> generated_entries(std::size_t count, std::size_t alternates = 2);
+
+// An answer of the size the engine caches for entry i: its answer
+// sentence and top-3 matches (entry i first).
+Answer typical_answer(std::size_t i);
 
 // A phrasing of entry i's question that is none of its stored phrasings:
 // two of its words dropped, two other vocabulary words added, reordered,

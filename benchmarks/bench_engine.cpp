@@ -15,7 +15,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cmath>
 #include <cstdio>
 #include <map>
 #include <memory>
@@ -24,6 +23,7 @@
 #include <vector>
 
 #include "bench_data.h"
+#include "bench_percentile.h"
 #include "rapidqa/qa_engine.h"
 
 namespace {
@@ -31,6 +31,7 @@ namespace {
 using rapidqa::AnswerTier;
 using rapidqa::QAEngine;
 using rapidqa::Stage;
+using rapidqa::bench::percentile;
 using SteadyClock = std::chrono::steady_clock;
 
 // Phrasings per entry besides the question. The 100k base has none: an
@@ -121,15 +122,6 @@ class LatencyLog {
   }
 
  private:
-  // Nearest-rank percentile: the smallest value with at least p of the
-  // samples at or below it.
-  static double percentile(std::vector<double>& samples, double p) {
-    const auto rank = static_cast<std::size_t>(std::ceil(p * static_cast<double>(samples.size())));
-    const auto nth = samples.begin() + static_cast<std::ptrdiff_t>(std::max<std::size_t>(rank, 1) - 1);
-    std::nth_element(samples.begin(), nth, samples.end());
-    return *nth;
-  }
-
   std::vector<Stage> stages_;
   std::vector<double> total_;
   std::vector<std::vector<double>> per_stage_;

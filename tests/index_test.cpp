@@ -120,3 +120,57 @@ TEST_CASE("Batch search returns one result list per query", "[index]") {
   REQUIRE(results.size() == 4);
   for (std::size_t q = 0; q < 4; ++q) CHECK(results[q][0].label == static_cast<std::int64_t>(q));
 }
+
+namespace {
+
+bool holds_vector(const VectorIndex& index, std::int64_t label, const std::vector<float>& vectors, std::size_t row,
+                  std::size_t dim) {
+  const float* stored = index.vector_of(label);
+  return stored != nullptr && std::equal(vectors.begin() + static_cast<std::ptrdiff_t>(row * dim),
+                                         vectors.begin() + static_cast<std::ptrdiff_t>((row + 1) * dim), stored);
+}
+
+}  // namespace
+
+TEST_CASE("vector_of returns each label's vector across mode switches and compactions", "[index]") {
+  const std::size_t dim = 16, n = 600;
+  VectorIndex index(VectorIndexOptions{dim, 400});
+  const auto vectors = random_unit_vectors(n, dim, 7);
+  // One by one, so the switch to HNSW happens in the middle of the inserts.
+  for (std::size_t i = 0; i < n; ++i) index.upsert(static_cast<std::int64_t>(i), vectors.data() + i * dim);
+  REQUIRE(index.is_approximate());
+  for (std::size_t i = 0; i < n; i += 7) CHECK(holds_vector(index, static_cast<std::int64_t>(i), vectors, i, dim));
+
+  // A quarter tombstoned: compacted, still HNSW.
+  for (std::int64_t label = 0; label < 200; ++label) REQUIRE(index.remove(label));
+  REQUIRE(index.is_approximate());
+  CHECK(index.vector_of(0) == nullptr);
+  for (std::size_t i = 200; i < n; i += 7) CHECK(holds_vector(index, static_cast<std::int64_t>(i), vectors, i, dim));
+
+  // Well below the limit: back to exact search.
+  for (std::int64_t label = 200; label < 450; ++label) REQUIRE(index.remove(label));
+  REQUIRE_FALSE(index.is_approximate());
+  for (std::size_t i = 450; i < n; ++i) CHECK(holds_vector(index, static_cast<std::int64_t>(i), vectors, i, dim));
+
+  // Added after the switch back, then a compaction in exact mode.
+  index.upsert(1000, vectors.data());
+  CHECK(holds_vector(index, 1000, vectors, 0, dim));
+  for (std::int64_t label = 450; label < 530; ++label) REQUIRE(index.remove(label));
+  REQUIRE_FALSE(index.is_approximate());
+  CHECK(holds_vector(index, 1000, vectors, 0, dim));
+  for (std::size_t i = 530; i < n; ++i) CHECK(holds_vector(index, static_cast<std::int64_t>(i), vectors, i, dim));
+  const auto hits = index.search(vectors.data() + 599 * dim, 1);
+  REQUIRE(hits.size() == 1);
+  CHECK(hits[0].label == 599);
+}
+
+TEST_CASE("An exact index stores each vector once", "[index]") {
+  const std::size_t dim = 64, n = 2000;
+  VectorIndex index(VectorIndexOptions{dim, 100000});
+  const auto vectors = random_unit_vectors(n, dim, 8);
+  index.add_batch(labels_from(0, n), vectors.data());
+  REQUIRE_FALSE(index.is_approximate());
+  const std::size_t float_bytes = n * dim * sizeof(float);
+  CHECK(index.memory_bytes() >= float_bytes);
+  CHECK(index.memory_bytes() < float_bytes * 3 / 2);  // a second copy would make it 2x
+}

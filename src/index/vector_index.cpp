@@ -71,7 +71,7 @@ void VectorIndex::upsert(std::int64_t label, const float* vector) {
   const auto row = static_cast<std::int64_t>(row_label_.size());
   row_label_.push_back(label);
   label_to_row_[label] = row;
-  vectors_.insert(vectors_.end(), vector, vector + options_.dimension);
+  if (approximate_) vectors_.insert(vectors_.end(), vector, vector + options_.dimension);
   index_->add(1, vector);
   maybe_compact_or_grow();
 }
@@ -87,7 +87,7 @@ void VectorIndex::add_batch(const std::vector<std::int64_t>& labels, const float
     row_label_.push_back(labels[i]);
     label_to_row_[labels[i]] = first_row + static_cast<std::int64_t>(i);
   }
-  vectors_.insert(vectors_.end(), vectors, vectors + labels.size() * options_.dimension);
+  if (approximate_) vectors_.insert(vectors_.end(), vectors, vectors + labels.size() * options_.dimension);
   index_->add(static_cast<faiss::Index::idx_t>(labels.size()), vectors);
   maybe_compact_or_grow();
 }
@@ -103,7 +103,7 @@ bool VectorIndex::remove(std::int64_t label) {
 }
 
 void VectorIndex::clear() {
-  vectors_.clear();
+  vectors_ = {};
   row_label_.clear();
   label_to_row_.clear();
   tombstones_ = 0;
@@ -137,7 +137,9 @@ void VectorIndex::rebuild(bool approximate) {
   if (!live_labels.empty()) fresh->add(static_cast<faiss::Index::idx_t>(live_labels.size()), live_vectors.data());
   index_ = std::move(fresh);
   approximate_ = approximate;
-  vectors_ = std::move(live_vectors);
+  // Exact mode reads the flat index's own copy: keeping ours too would
+  // double the memory.
+  vectors_ = approximate ? std::move(live_vectors) : std::vector<float>();
   row_label_ = std::move(live_labels);
   label_to_row_.clear();
   for (std::size_t row = 0; row < row_label_.size(); ++row) label_to_row_[row_label_[row]] = static_cast<std::int64_t>(row);
@@ -194,22 +196,38 @@ std::vector<std::vector<Neighbor>> VectorIndex::search_batch(const float* querie
   return results;
 }
 
+void VectorIndex::set_search_breadth(int breadth) {
+  options_.hnsw_search_breadth = breadth;
+  // FAISS 1.7.3 walks the bottom layer with the index's own efSearch and
+  // ignores SearchParametersHNSW::efSearch there, so the per-search
+  // parameter alone would change nothing.
+  if (approximate_) static_cast<faiss::IndexHNSW&>(*index_).hnsw.efSearch = breadth;
+}
+
+const float* VectorIndex::row_vector(std::int64_t row) const {
+  const float* rows = approximate_ ? vectors_.data() : static_cast<const SimdFlatIP&>(*index_).get_xb();
+  return rows + static_cast<std::size_t>(row) * options_.dimension;
+}
+
 const float* VectorIndex::vector_of(std::int64_t label) const {
   const auto it = label_to_row_.find(label);
   return it == label_to_row_.end() ? nullptr : row_vector(it->second);
 }
 
 std::size_t VectorIndex::memory_bytes() const {
-  std::size_t bytes = row_label_.capacity() * sizeof(std::int64_t) +
-                      label_to_row_.size() * (sizeof(std::int64_t) * 2 + 16) + vectors_.capacity() * sizeof(float);
-  // FAISS's storage of every row (float, or int8 plus a scale under HNSW),
-  // plus the graph links.
-  const std::size_t rows = row_label_.size();
+  // A libstdc++ hash node (next pointer, key, value: 24 bytes) takes a
+  // 32-byte malloc chunk.
+  constexpr std::size_t kLabelNodeBytes = 32;
+  std::size_t bytes = row_label_.capacity() * sizeof(std::int64_t) + vectors_.capacity() * sizeof(float) +
+                      label_to_row_.size() * kLabelNodeBytes + label_to_row_.bucket_count() * sizeof(void*);
   if (approximate_) {
-    bytes += rows * (options_.dimension + sizeof(float)) +
-             rows * static_cast<std::size_t>(options_.hnsw_neighbors) * 2 * sizeof(faiss::Index::idx_t);
+    const auto& hnsw = static_cast<const faiss::IndexHNSW&>(*index_);
+    const auto& graph = hnsw.hnsw;
+    bytes += static_cast<const faiss::IndexFlatCodes&>(*hnsw.storage).codes.capacity() +
+             graph.neighbors.capacity() * sizeof(faiss::HNSW::storage_idx_t) +
+             graph.offsets.capacity() * sizeof(std::size_t) + graph.levels.capacity() * sizeof(int);
   } else {
-    bytes += rows * options_.dimension * sizeof(float);
+    bytes += static_cast<const faiss::IndexFlatCodes&>(*index_).codes.capacity();
   }
   return bytes;
 }

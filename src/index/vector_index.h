@@ -5,7 +5,9 @@
 // milliseconds; HNSW stays under one). The graph walks int8 copies of the
 // vectors (a quarter of the memory traffic) and its candidates are
 // re-ranked with the exact float vectors, so returned similarities are
-// exact either way.
+// exact either way. Each vector is stored once in float: in FAISS's flat
+// storage in exact mode, in a float copy beside the int8 graph storage in
+// HNSW mode.
 // Removed vectors become tombstones that searches skip; the index is rebuilt
 // without them once they make up a quarter of it.
 //
@@ -63,21 +65,30 @@ class VectorIndex {
   bool contains(std::int64_t label) const { return label_to_row_.count(label) != 0; }
   bool is_approximate() const { return approximate_; }
   std::size_t dimension() const { return options_.dimension; }
-  // The stored copy of a label's vector (nullptr when absent).
+  // The stored copy of a label's vector (nullptr when absent). Owned by the
+  // index; valid until the next non-const call.
   const float* vector_of(std::int64_t label) const;
+  // Bytes held by the index: vectors, graph, label maps (allocated
+  // capacity, not only what is in use).
   std::size_t memory_bytes() const;
+  // efSearch of later searches of an HNSW index (an exact one ignores it):
+  // wider is slower and misses the true nearest less often. Lets one
+  // graph be measured at several breadths without rebuilding it.
+  void set_search_breadth(int breadth);
 
  private:
   void rebuild(bool approximate);
   void maybe_compact_or_grow();
   std::unique_ptr<faiss::Index> make_index(bool approximate) const;
-  const float* row_vector(std::int64_t row) const {
-    return vectors_.data() + static_cast<std::size_t>(row) * options_.dimension;
-  }
+  // The float vector of a row, wherever this mode keeps it.
+  const float* row_vector(std::int64_t row) const;
 
   VectorIndexOptions options_;
   std::unique_ptr<faiss::Index> index_;   // rows are labelled 0..rows-1
-  std::vector<float> vectors_;            // row-major float copy of every row (re-ranking, rebuilds)
+  // HNSW mode only: row-major float copy of every row, for re-ranking and
+  // rebuilds (the graph stores int8). Empty in exact mode, where the flat
+  // index's own storage holds the floats.
+  std::vector<float> vectors_;
   bool approximate_ = false;
   std::vector<std::int64_t> row_label_;   // row -> label, -1 for a tombstone
   std::unordered_map<std::int64_t, std::int64_t> label_to_row_;
