@@ -152,13 +152,15 @@ TEST_CASE("Over the target with a growing backlog the tuner grows to serve it, n
   REQUIRE(tuner.tune_once());
   CHECK(limits.size == 23);
   CHECK(tuner.history().back().reason.find("backlog") != std::string::npos);
-  now.queue_depth = 40;  // the backlog shrinks: the practice's rule again
+  now.queue_depth = 30;  // shrinking, but more than a batch (23) still waits: still a backlog
   REQUIRE(tuner.tune_once());
-  CHECK(limits.size == 18);
-  now.queue_depth = 40;
-  now.degraded_fraction = 0.2;  // the queue holds steady because requests are shed: still a backlog
+  CHECK(limits.size == 26);
+  now.queue_depth = 5;  // under a batch: the latency is the batch's own, the practice's rule again
   REQUIRE(tuner.tune_once());
   CHECK(limits.size == 21);
+  now.degraded_fraction = 0.2;  // the queue holds steady because requests are shed: still a backlog
+  REQUIRE(tuner.tune_once());
+  CHECK(limits.size == 24);
   options.grow_when_backlogged = false;
   Limits plain;
   AutoTuner practice(options, [&] { return now; }, plain.control());

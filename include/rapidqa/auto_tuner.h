@@ -8,9 +8,9 @@
 //   p99 under p99_low at load of at most spare_load_qps -> they grow by
 //     grow_factor (default +15%).
 // The practice's rule assumes a bigger batch costs latency. When the queue
-// itself is the latency (p99 over p99_high while the backlog grew over the
-// interval: arrivals outpace service, or requests are being shed to the
-// degraded path), a bigger batch serves the backlog faster, so with
+// itself is the latency (p99 over p99_high with a backlog: the queue grew
+// over the interval, more than a batch is waiting, or requests are being
+// shed to the degraded path), a bigger batch serves the backlog faster, so with
 // grow_when_backlogged the tuner grows instead of shrinking.
 // A move needs `hysteresis` consecutive intervals that agree, every step is
 // bounded (at least one request, at most max_step requests, within

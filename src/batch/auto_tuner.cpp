@@ -112,8 +112,11 @@ std::optional<TunerMove> AutoTuner::tune_once() {
   const AutoTunerOptions& o = impl_->options;
   int want = 0;
   std::string why;
-  // Shedding to the degraded path is a backlog the queue bound hides.
-  const bool backlog_grew = sample.queue_depth > impl_->last_queue_depth || sample.degraded_fraction > 0.01;
+  // A backlog: the queue grew, or more than a batch is waiting, or requests
+  // are being shed to the degraded path (a backlog the queue bound hides).
+  const std::size_t limit = impl_->control.limits ? impl_->control.limits().first : 0;
+  const bool backlog_grew = sample.queue_depth > impl_->last_queue_depth ||
+                            (limit > 0 && sample.queue_depth >= limit) || sample.degraded_fraction > 0.01;
   impl_->last_queue_depth = sample.queue_depth;
   if (sample.requests > 0) {
     if (sample.p99 > o.p99_high && o.grow_when_backlogged && backlog_grew) {
