@@ -56,9 +56,15 @@ def main():
         axes[2].plot(secs, [float(r["p50_ms"]) for r in step], marker=".", label="p50")
         axes[2].axhline(a.target, color="grey", linestyle="--", linewidth=1, label="target")
         ax2 = axes[2].twinx()
-        ax2.step(secs, [float(r["offered_qps"]) for r in step], where="post", color="black", alpha=0.3,
-                 label="offered qps")
-        ax2.set_ylabel("offered load (questions/s)")
+        ax2.bar(secs, [100 * float(r["degraded_fraction"]) for r in step], color="red", alpha=0.25,
+                label="degraded %")
+        ax2.set_ylabel("answers degraded (%)")
+        ax2.legend(loc="upper right")
+        offered = [float(r["offered_qps"]) for r in step]
+        for i in range(1, len(offered)):
+            if offered[i] != offered[i - 1]:
+                axes[2].axvline(secs[i] - 0.5, color="black", linewidth=1, alpha=0.5)
+                axes[2].text(secs[i] - 0.3, a.target * 0.9, f"{offered[i-1]:.0f} -> {offered[i]:.0f} q/s", fontsize=8)
         axes[2].set_xlabel("second")
         axes[2].set_ylabel("latency (ms)")
         axes[2].set_title("a load step with the AutoTuner")
