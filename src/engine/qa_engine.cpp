@@ -946,14 +946,16 @@ MetricsSnapshot QAEngine::metrics() const {
     snapshot.rebuilds_completed = impl_->rebuilds->completed();
     snapshot.rebuilds_dropped = impl_->rebuilds->dropped();
   }
-  for (const ResultCache* exact : {impl_->result_cache.get(), impl_->knowledge_cache.get()}) {
-    if (!exact) continue;
-    const ResultCacheStats s = exact->stats();
+  // The tiers' stats share these field names; the totals cover all three.
+  auto add_tier = [&snapshot](const auto& s) {
     snapshot.cache_evictions += s.evictions;
     snapshot.cache_expirations += s.expirations;
     snapshot.cache_invalidations += s.invalidations;
     snapshot.cache_entries += s.size;
     snapshot.cache_bytes += s.bytes;
+  };
+  for (const ResultCache* exact : {impl_->result_cache.get(), impl_->knowledge_cache.get()}) {
+    if (exact) add_tier(exact->stats());
   }
   if (impl_->tuner) snapshot.tuner_moves = impl_->tuner->moves();
   if (impl_->batcher) {
@@ -967,12 +969,8 @@ MetricsSnapshot QAEngine::metrics() const {
   }
   if (impl_->semantic_cache) {
     const SemanticCacheStats s = impl_->semantic_cache->stats();
-    snapshot.cache_evictions += s.evictions;
-    snapshot.cache_expirations += s.expirations;
-    snapshot.cache_invalidations += s.invalidations;
+    add_tier(s);
     snapshot.cache_displacements = s.displacements;
-    snapshot.cache_entries += s.size;
-    snapshot.cache_bytes += s.bytes;
   }
   if (impl_->relay) {
     const cache::RedisRelayStats redis = impl_->relay->stats();
