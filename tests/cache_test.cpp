@@ -135,6 +135,34 @@ TEST_CASE("Semantic cache refuses bad options", "[cache][semantic]") {
   const auto r = rapidqa::SemanticCache::create(options);
   CHECK(r.status().code() == rapidqa::StatusCode::kInvalidArgument);
   CHECK(r.status().message().find("similarity_threshold") != std::string::npos);
+  options.similarity_threshold = 0.9f;
+  options.hnsw_search_breadth = 0;
+  CHECK(rapidqa::SemanticCache::create(options).status().message().find("efSearch 0") != std::string::npos);
+}
+
+TEST_CASE("Semantic cache: an HNSW index with its own parameters still finds each cached question", "[cache][semantic]") {
+  rapidqa::SemanticCacheOptions options;
+  options.dimension = 8;
+  options.exact_index_limit = 16;  // HNSW from the 17th question on
+  options.hnsw_neighbors = 8;
+  options.hnsw_build_breadth = 40;
+  options.hnsw_search_breadth = 128;
+  auto cache = rapidqa::SemanticCache::create(options);
+  REQUIRE(cache.is_ok());
+  std::vector<std::vector<float>> vectors;
+  for (int i = 0; i < 64; ++i) {
+    std::vector<float> v(8, 0.0f);
+    v[i % 8] = 1.0f;
+    v[(i / 8) % 8] += 0.5f + 0.01f * static_cast<float>(i);
+    vectors.push_back(unit(v));
+    (*cache)->insert(vectors.back().data(), "q" + std::to_string(i), answer_for("e" + std::to_string(i), "A"));
+  }
+  int found = 0;
+  for (int i = 0; i < 64; ++i) {
+    const auto hit = (*cache)->lookup(vectors[i].data(), "q" + std::to_string(i));
+    if (hit.answer && hit.answer->entry_id() == "e" + std::to_string(i)) ++found;
+  }
+  CHECK(found >= 60);
 }
 
 TEST_CASE("The near-miss guard refuses opposite questions and passes paraphrases", "[cache][semantic][guard]") {

@@ -36,8 +36,6 @@ constexpr float kSameQuestionSimilarity = 0.999f;
 // Nearest neighbours inspected per lookup, so a few expired entries at the
 // top do not hide a live one just behind them.
 constexpr std::size_t kLookupNeighbors = 4;
-// HNSW graph degree of the per-namespace indexes.
-constexpr int kHnswNeighbors = 32;
 
 Status check_threshold(float threshold, const std::string& what) {
   if (threshold > 0.0f && threshold <= 1.0f) return Status::ok();
@@ -51,7 +49,7 @@ struct SemanticCache::Impl {
     // What one vector costs beyond the answer: the float copy, the int8
     // copy and graph links once the index is HNSW, and the label maps.
     vector_bytes = options.dimension * sizeof(float) + options.dimension + sizeof(float) +
-                   2 * kHnswNeighbors * sizeof(std::int32_t) + 64;
+                   2 * static_cast<std::size_t>(options.hnsw_neighbors) * sizeof(std::int32_t) + 64;
   }
 
   static cache::TierLimits limits_of(const SemanticCacheOptions& o) {
@@ -77,7 +75,8 @@ struct SemanticCache::Impl {
   index::VectorIndex& index_for(const std::string& tenant) {  // needs mu held exclusively
     auto it = indexes.find(tenant);
     if (it == indexes.end()) {
-      it = indexes.emplace(tenant, index::VectorIndex({options.dimension, options.exact_index_limit, kHnswNeighbors, 80, 64}))
+      it = indexes.emplace(tenant, index::VectorIndex({options.dimension, options.exact_index_limit, options.hnsw_neighbors,
+                                                            options.hnsw_build_breadth, options.hnsw_search_breadth}))
                .first;
     }
     return it->second;
@@ -132,6 +131,11 @@ struct SemanticCache::Impl {
 
 Result<std::unique_ptr<SemanticCache>> SemanticCache::create(SemanticCacheOptions options) {
   if (options.dimension == 0) return Status::invalid_argument("semantic cache: dimension must be positive");
+  if (options.hnsw_neighbors < 2 || options.hnsw_build_breadth < 1 || options.hnsw_search_breadth < 1) {
+    return Status::invalid_argument(fmt::format(
+        "semantic cache: HNSW parameters M {}, efConstruction {}, efSearch {} must be at least 2, 1 and 1",
+        options.hnsw_neighbors, options.hnsw_build_breadth, options.hnsw_search_breadth));
+  }
   Status valid = check_threshold(options.similarity_threshold, "similarity_threshold");
   for (const auto& [tenant, threshold] : options.tenant_thresholds) {
     if (valid.is_ok()) valid = check_threshold(threshold, fmt::format("threshold of tenant '{}'", tenant));
