@@ -221,10 +221,10 @@ TEST_CASE("Corrupt safetensors files and unsupported dtypes are named", "[model]
   CHECK(t.status().code() == rapidqa::StatusCode::kDataLoss);
   CHECK(t.status().message().find("outside") != std::string::npos);
 
-  // An I8 tensor: readable header, dtype the runtime does not take.
-  const fs::path int8 = dir / "int8.safetensors";
+  // A U8 tensor: readable header, dtype the runtime does not take.
+  const fs::path int8 = dir / "u8.safetensors";
   {
-    const std::string header = R"({"w":{"dtype":"I8","shape":[2],"data_offsets":[0,2]}})";
+    const std::string header = R"({"w":{"dtype":"U8","shape":[2],"data_offsets":[0,2]}})";
     std::string bytes(8, '\0');
     bytes[0] = static_cast<char>(header.size());
     bytes += header;
@@ -235,7 +235,7 @@ TEST_CASE("Corrupt safetensors files and unsupported dtypes are named", "[model]
   REQUIRE(f.is_ok());
   const auto w = f->tensor("w");
   CHECK(w.status().code() == rapidqa::StatusCode::kInvalidArgument);
-  CHECK(w.status().message().find("'w' has dtype I8") != std::string::npos);
+  CHECK(w.status().message().find("'w' has dtype U8") != std::string::npos);
   CHECK(f->tensor("nope").status().code() == rapidqa::StatusCode::kNotFound);
 
   const fs::path garbage = dir / "garbage.safetensors";

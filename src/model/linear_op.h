@@ -27,6 +27,11 @@ class LinearOp {
   virtual Activation activation() const = 0;
   virtual std::string kind() const = 0;          // "f32", "int8", ...
   virtual std::size_t weight_bytes() const = 0;  // memory held by weights and bias
+  // The layer's weight [out, in] and bias [out] (undefined: none) as float32,
+  // dequantized where the layer is quantized: what the Quantizer and the
+  // Pruner start from. A fresh tensor or a view the caller must not modify.
+  virtual at::Tensor dense_weight() const = 0;
+  virtual at::Tensor dense_bias() const = 0;
 };
 
 // FP32 weights through OpenBLAS. The output features are split into one
@@ -46,6 +51,8 @@ class DenseLinear final : public LinearOp {
   Activation activation() const override { return activation_; }
   std::string kind() const override { return "f32"; }
   std::size_t weight_bytes() const override;
+  at::Tensor dense_weight() const override { return weight_; }
+  at::Tensor dense_bias() const override { return bias_; }
 
   const at::Tensor& weight() const { return weight_; }
   const at::Tensor& bias() const { return bias_; }

@@ -75,6 +75,18 @@ OneDnnLinear::~OneDnnLinear() = default;
 
 std::size_t OneDnnLinear::weight_bytes() const { return impl_->weight_bytes; }
 
+at::Tensor OneDnnLinear::dense_weight() const {
+  using namespace dnnl;
+  at::Tensor weight = at::empty({out_, in_}, at::kFloat);
+  memory plain({{in_, out_}, memory::data_type::f32, memory::format_tag::ba}, cpu_engine(), weight.data_ptr<float>());
+  stream s(cpu_engine());
+  reorder(impl_->weights, plain).execute(s, impl_->weights, plain);
+  s.wait();
+  return weight;
+}
+
+at::Tensor OneDnnLinear::dense_bias() const { return impl_->bias_storage; }
+
 at::Tensor OneDnnLinear::forward(const at::Tensor& input) const {
   using namespace dnnl;
   LinearIo io = prepare_linear_io(input, in_, out_);

@@ -31,6 +31,8 @@ class OneDnnLinear final : public LinearOp {
   Activation activation() const override { return activation_; }
   std::string kind() const override { return "f32-onednn"; }
   std::size_t weight_bytes() const override;
+  at::Tensor dense_weight() const override;  // reordered back from the blocked layout
+  at::Tensor dense_bias() const override;
 
  private:
   struct Impl;

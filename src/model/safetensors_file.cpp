@@ -151,8 +151,14 @@ Result<at::Tensor> SafetensorsFile::tensor(const std::string& name) const {
     std::memcpy(narrow.data_ptr(), start, info.end - info.begin);
     return narrow.to(at::kFloat);
   }
+  if (info.dtype == "I8") {
+    // Quantized weights stay 8-bit; the quantized layers widen nothing.
+    auto out = at::empty(info.shape, at::kChar);
+    std::memcpy(out.data_ptr(), start, info.end - info.begin);
+    return out;
+  }
   return Status::invalid_argument(
-      fmt::format("{}: tensor '{}' has dtype {}; supported are F32, F16 and BF16", path_, name, info.dtype));
+      fmt::format("{}: tensor '{}' has dtype {}; supported are F32, F16, BF16 and I8", path_, name, info.dtype));
 }
 
 Status write_safetensors(const std::string& path, const std::map<std::string, at::Tensor>& tensors,
@@ -162,9 +168,12 @@ Status write_safetensors(const std::string& path, const std::map<std::string, at
   std::vector<at::Tensor> data;
   std::uint64_t offset = 0;
   for (const auto& [name, t] : tensors) {
-    at::Tensor c = t.to(at::kFloat).contiguous();
-    const auto bytes = static_cast<std::uint64_t>(c.numel()) * 4;
-    header[name] = {{"dtype", "F32"}, {"shape", c.sizes().vec()}, {"data_offsets", {offset, offset + bytes}}};
+    const bool int8 = t.scalar_type() == at::kChar;
+    at::Tensor c = int8 ? t.contiguous() : t.to(at::kFloat).contiguous();
+    const auto bytes = static_cast<std::uint64_t>(c.numel()) * c.element_size();
+    header[name] = {{"dtype", int8 ? "I8" : "F32"},
+                    {"shape", c.sizes().vec()},
+                    {"data_offsets", {offset, offset + bytes}}};
     offset += bytes;
     data.push_back(std::move(c));
   }
@@ -180,7 +189,7 @@ Status write_safetensors(const std::string& path, const std::map<std::string, at
     out.write(reinterpret_cast<const char*>(len), 8);
     out.write(text.data(), static_cast<std::streamsize>(text.size()));
     for (const auto& c : data) {
-      out.write(static_cast<const char*>(c.data_ptr()), static_cast<std::streamsize>(c.numel() * 4));
+      out.write(static_cast<const char*>(c.data_ptr()), static_cast<std::streamsize>(c.numel() * c.element_size()));
     }
     out.flush();
     if (!out) return Status::io_error(fmt::format("{}: write failed", temporary));

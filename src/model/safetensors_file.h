@@ -2,7 +2,8 @@
 // header length, a JSON header naming each tensor's dtype, shape and byte
 // range, then the raw little-endian data) through a read-only memory map.
 // F32 tensors are returned as views of the map, without a copy, and keep the
-// map alive; F16 and BF16 are widened to float32.
+// map alive; F16 and BF16 are widened to float32; I8 (quantized weights)
+// comes back as int8.
 //
 // Thread safety: thread-compatible; tensor() is const and may run
 // concurrently.
@@ -37,8 +38,8 @@ class SafetensorsFile {
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
   bool contains(const std::string& name) const { return tensors_.count(name) != 0; }
 
-  // The tensor as float32. kNotFound when absent; kInvalidArgument for an
-  // unsupported dtype (named with the tensor).
+  // The tensor as float32 (int8 for I8). kNotFound when absent;
+  // kInvalidArgument for an unsupported dtype (named with the tensor).
   Result<at::Tensor> tensor(const std::string& name) const;
 
  private:
@@ -50,7 +51,7 @@ class SafetensorsFile {
   std::map<std::string, std::string> metadata_;
 };
 
-// Writes float32 tensors (contiguous, any shape) as a safetensors file with
+// Writes tensors (any shape; int8 as I8, everything else as F32) as a safetensors file with
 // optional metadata; the write goes to a temporary file renamed into place.
 Status write_safetensors(const std::string& path, const std::map<std::string, at::Tensor>& tensors,
                          const std::map<std::string, std::string>& metadata = {});

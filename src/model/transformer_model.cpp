@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "common/guard.h"
+#include "model/int8_linear.h"
 #include "model/onednn_linear.h"
 #include "model/safetensors_file.h"
 
@@ -41,7 +42,8 @@ class TensorLookup {
       return Status::invalid_argument(fmt::format("{}: tensor '{}{}' has shape {}, expected {}", source_, prefix_,
                                                   name, shape_string(it->second.sizes()), shape_string(shape)));
     }
-    if (it->second.scalar_type() != at::kFloat) return it->second.to(at::kFloat);
+    const auto type = it->second.scalar_type();
+    if (type != at::kFloat && type != at::kChar) return it->second.to(at::kFloat);
     return it->second;
   }
 
@@ -52,22 +54,6 @@ class TensorLookup {
   std::string prefix_;
   std::string source_;
 };
-
-// The naming of one architecture's per-layer tensors.
-struct LayerNames {
-  std::string layer_prefix;  // "encoder.layer." or "transformer.layer."
-  std::string query, key, value, attention_output, attention_norm, intermediate, output, output_norm;
-};
-
-LayerNames names_for(Architecture arch) {
-  if (arch == Architecture::kDistilBert) {
-    return {"transformer.layer.", "attention.q_lin",   "attention.k_lin", "attention.v_lin", "attention.out_lin",
-            "sa_layer_norm",      "ffn.lin1",          "ffn.lin2",        "output_layer_norm"};
-  }
-  return {"encoder.layer.",          "attention.self.query", "attention.self.key",
-          "attention.self.value",    "attention.output.dense", "attention.output.LayerNorm",
-          "intermediate.dense",      "output.dense",         "output.LayerNorm"};
-}
 
 #define RAPIDQA_ASSIGN_OR_RETURN(lhs, expr) \
   auto lhs##_result = (expr);               \
@@ -81,11 +67,91 @@ Result<LayerNormWeights> layer_norm(const TensorLookup& t, const std::string& na
   return LayerNormWeights{weight, bias, eps};
 }
 
+// A quantized layer's parts: int8 weight, channel scales, and for a static
+// layer its calibrated input range.
+struct QuantizedParts {
+  QuantizedWeight weight;
+  InputQuantization input;
+};
+
+Result<QuantizedParts> quantized_parts(const TensorLookup& t, const std::string& name, std::int64_t out,
+                                       std::int64_t in) {
+  RAPIDQA_ASSIGN_OR_RETURN(values, t.get(name + ".weight", {out, in}));
+  if (values.scalar_type() != at::kChar) {
+    return Status::invalid_argument(
+        fmt::format("tensor '{}.weight' has a weight_scale beside it but is not I8", name));
+  }
+  RAPIDQA_ASSIGN_OR_RETURN(scales, t.get(name + ".weight_scale", {out}));
+  QuantizedParts parts{{values, scales}, {}};
+  if (t.has(name + ".input_range")) {
+    RAPIDQA_ASSIGN_OR_RETURN(range, t.get(name + ".input_range", {2}));
+    parts.input.dynamic = false;
+    parts.input.range_min = range[0].item<float>();
+    parts.input.range_max = range[1].item<float>();
+  }
+  return parts;
+}
+
 Result<std::unique_ptr<LinearOp>> dense(const TensorLookup& t, const std::string& name, std::int64_t out,
                                         std::int64_t in, Activation act) {
-  RAPIDQA_ASSIGN_OR_RETURN(weight, t.get(name + ".weight", {out, in}));
   RAPIDQA_ASSIGN_OR_RETURN(bias, t.get(name + ".bias", {out}));
+  if (t.has(name + ".weight_scale")) {
+    auto parts = quantized_parts(t, name, out, in);
+    if (!parts) return parts.status();
+    return std::unique_ptr<LinearOp>(
+        std::make_unique<Int8Linear>(std::move(parts->weight), bias, act, parts->input));
+  }
+  RAPIDQA_ASSIGN_OR_RETURN(weight, t.get(name + ".weight", {out, in}));
+  if (weight.scalar_type() != at::kFloat) {
+    return Status::invalid_argument(fmt::format("tensor '{}.weight' is I8 without a weight_scale", name));
+  }
   return make_fp32_linear(weight, bias, act);
+}
+
+// Query, key and value as one product. Quantized checkpoints keep the three
+// apart (Hugging Face names) with one input range; their rows and channel
+// scales are stacked.
+Result<std::unique_ptr<LinearOp>> fused_qkv(const TensorLookup& t, const std::string& query,
+                                            const std::string& key, const std::string& value, std::int64_t h) {
+  RAPIDQA_ASSIGN_OR_RETURN(qb, t.get(query + ".bias", {h}));
+  RAPIDQA_ASSIGN_OR_RETURN(kb, t.get(key + ".bias", {h}));
+  RAPIDQA_ASSIGN_OR_RETURN(vb, t.get(value + ".bias", {h}));
+  const at::Tensor bias = at::cat({qb, kb, vb}, 0);
+  const bool quantized = t.has(query + ".weight_scale");
+  if (quantized != t.has(key + ".weight_scale") || quantized != t.has(value + ".weight_scale")) {
+    return Status::invalid_argument(
+        fmt::format("'{}', '{}' and '{}' must be all quantized or all float", query, key, value));
+  }
+  if (quantized) {
+    std::vector<QuantizedParts> parts;
+    for (const std::string* name : {&query, &key, &value}) {
+      auto p = quantized_parts(t, *name, h, h);
+      if (!p) return p.status();
+      parts.push_back(std::move(p).value());
+    }
+    QuantizedWeight weight{at::cat({parts[0].weight.values, parts[1].weight.values, parts[2].weight.values}, 0),
+                           at::cat({parts[0].weight.scales, parts[1].weight.scales, parts[2].weight.scales}, 0)};
+    return std::unique_ptr<LinearOp>(
+        std::make_unique<Int8Linear>(std::move(weight), bias, Activation::kNone, parts[0].input));
+  }
+  RAPIDQA_ASSIGN_OR_RETURN(qw, t.get(query + ".weight", {h, h}));
+  RAPIDQA_ASSIGN_OR_RETURN(kw, t.get(key + ".weight", {h, h}));
+  RAPIDQA_ASSIGN_OR_RETURN(vw, t.get(value + ".weight", {h, h}));
+  return make_fp32_linear(at::cat({qw, kw, vw}, 0), bias, Activation::kNone);
+}
+
+// An embedding table, INT8 per row when a "<name>.weight_scale" is there.
+Result<EmbeddingTable> embedding_table(const TensorLookup& t, const std::string& name, std::int64_t rows,
+                                       std::int64_t width) {
+  RAPIDQA_ASSIGN_OR_RETURN(values, t.get(name + ".weight", {rows, width}));
+  if (t.has(name + ".weight_scale")) {
+    RAPIDQA_ASSIGN_OR_RETURN(scales, t.get(name + ".weight_scale", {rows}));
+    if (values.scalar_type() != at::kChar) {
+      return Status::invalid_argument(fmt::format("tensor '{}.weight' has a weight_scale but is not I8", name));
+    }
+    return EmbeddingTable::quantized(values, scales);
+  }
+  return EmbeddingTable(values);
 }
 
 Result<TransformerLayer> build_layer(const TensorLookup& t, const TransformerConfig& c, std::int64_t index) {
@@ -97,13 +163,9 @@ Result<TransformerLayer> build_layer(const TensorLookup& t, const TransformerCon
   layer.head_dim = c.head_dim();
   // Query, key and value become one product: one pass over the input
   // instead of three, and bigger matrices keep both cores busy.
-  RAPIDQA_ASSIGN_OR_RETURN(qw, t.get(p + n.query + ".weight", {h, h}));
-  RAPIDQA_ASSIGN_OR_RETURN(qb, t.get(p + n.query + ".bias", {h}));
-  RAPIDQA_ASSIGN_OR_RETURN(kw, t.get(p + n.key + ".weight", {h, h}));
-  RAPIDQA_ASSIGN_OR_RETURN(kb, t.get(p + n.key + ".bias", {h}));
-  RAPIDQA_ASSIGN_OR_RETURN(vw, t.get(p + n.value + ".weight", {h, h}));
-  RAPIDQA_ASSIGN_OR_RETURN(vb, t.get(p + n.value + ".bias", {h}));
-  layer.qkv = make_fp32_linear(at::cat({qw, kw, vw}, 0), at::cat({qb, kb, vb}, 0), Activation::kNone);
+  auto qkv = fused_qkv(t, p + n.query, p + n.key, p + n.value, h);
+  if (!qkv) return qkv.status();
+  layer.qkv = std::move(qkv).value();
   auto attention_output = dense(t, p + n.attention_output, h, h, Activation::kNone);
   if (!attention_output) return attention_output.status();
   layer.attention_output = std::move(attention_output).value();
@@ -181,21 +243,31 @@ at::Tensor self_attention(const at::Tensor& qkv, const at::Tensor& additive_mask
 
 }  // namespace
 
+LayerNames names_for(Architecture arch) {
+  if (arch == Architecture::kDistilBert) {
+    return {"transformer.layer.", "attention.q_lin",   "attention.k_lin", "attention.v_lin", "attention.out_lin",
+            "sa_layer_norm",      "ffn.lin1",          "ffn.lin2",        "output_layer_norm"};
+  }
+  return {"encoder.layer.",          "attention.self.query", "attention.self.key",
+          "attention.self.value",    "attention.output.dense", "attention.output.LayerNorm",
+          "intermediate.dense",      "output.dense",         "output.LayerNorm"};
+}
+
 at::Tensor TransformerModel::forward(const ModelInputs& inputs) const {
   c10::InferenceMode inference;
   const at::Tensor& ids = inputs.input_ids;
   const std::int64_t batch = ids.size(0), seq = ids.size(1);
-  if (seq > position_embeddings.size(0)) {
+  if (seq > position_embeddings.rows()) {
     throw std::invalid_argument(fmt::format("sequence of {} tokens is longer than the model's {} positions", seq,
-                                            position_embeddings.size(0)));
+                                            position_embeddings.rows()));
   }
-  at::Tensor x = at::embedding(word_embeddings, ids);
-  x.add_(position_embeddings.narrow(0, 0, seq));
+  at::Tensor x = word_embeddings.lookup(ids);
+  x.add_(position_embeddings.slice(0, seq));
   if (token_type_embeddings.defined()) {
     if (inputs.token_type_ids.defined()) {
-      x.add_(at::embedding(token_type_embeddings, inputs.token_type_ids));
+      x.add_(token_type_embeddings.lookup(inputs.token_type_ids));
     } else {
-      x.add_(token_type_embeddings[0]);
+      x.add_(token_type_embeddings.slice(0, 1));
     }
   }
   layer_norm_(x, embedding_norm);
@@ -235,10 +307,8 @@ std::int64_t TransformerModel::parameter_count() const {
 }
 
 std::size_t TransformerModel::weight_bytes() const {
-  std::size_t bytes = static_cast<std::size_t>(word_embeddings.numel() + position_embeddings.numel() +
-                                               (token_type_embeddings.defined() ? token_type_embeddings.numel() : 0) +
-                                               embedding_norm.weight.numel() * 2) *
-                      sizeof(float);
+  std::size_t bytes = word_embeddings.bytes() + position_embeddings.bytes() + token_type_embeddings.bytes() +
+                      static_cast<std::size_t>(embedding_norm.weight.numel() * 2) * sizeof(float);
   for (const auto& l : layers) {
     for (const LinearOp* op : {l.qkv.get(), l.attention_output.get(), l.intermediate.get(), l.output.get()}) {
       bytes += op->weight_bytes();
@@ -258,13 +328,16 @@ Result<std::shared_ptr<TransformerModel>> build_transformer(const TransformerCon
     auto model = std::make_shared<TransformerModel>();
     model->config = c;
     const std::int64_t h = c.hidden_size;
-    RAPIDQA_ASSIGN_OR_RETURN(word, t.get("embeddings.word_embeddings.weight", {c.vocab_size, h}));
-    RAPIDQA_ASSIGN_OR_RETURN(position, t.get("embeddings.position_embeddings.weight", {c.max_position_embeddings, h}));
-    model->word_embeddings = word;
-    model->position_embeddings = position;
+    auto word = embedding_table(t, "embeddings.word_embeddings", c.vocab_size, h);
+    if (!word) return word.status();
+    model->word_embeddings = std::move(word).value();
+    auto position = embedding_table(t, "embeddings.position_embeddings", c.max_position_embeddings, h);
+    if (!position) return position.status();
+    model->position_embeddings = std::move(position).value();
     if (c.architecture == Architecture::kBert && c.type_vocab_size > 0) {
-      RAPIDQA_ASSIGN_OR_RETURN(types, t.get("embeddings.token_type_embeddings.weight", {c.type_vocab_size, h}));
-      model->token_type_embeddings = types;
+      auto types = embedding_table(t, "embeddings.token_type_embeddings", c.type_vocab_size, h);
+      if (!types) return types.status();
+      model->token_type_embeddings = std::move(types).value();
     }
     auto norm = layer_norm(t, "embeddings.LayerNorm", h, c.layer_norm_eps);
     if (!norm) return norm.status();

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "model/embedding_table.h"
 #include "model/linear_op.h"
 #include "model/transformer_config.h"
 #include "rapidqa/status.h"
@@ -47,9 +48,9 @@ struct ModelInputs {
 
 struct TransformerModel {
   TransformerConfig config;
-  at::Tensor word_embeddings;        // [vocab, hidden]
-  at::Tensor position_embeddings;    // [max_positions, hidden]
-  at::Tensor token_type_embeddings;  // [type_vocab, hidden] or undefined (DistilBERT)
+  EmbeddingTable word_embeddings;        // [vocab, hidden]
+  EmbeddingTable position_embeddings;    // [max_positions, hidden]
+  EmbeddingTable token_type_embeddings;  // [type_vocab, hidden] or undefined (DistilBERT)
   LayerNormWeights embedding_norm;
   std::vector<TransformerLayer> layers;
   std::unique_ptr<LinearOp> pooler;   // dense + tanh on [CLS], when the checkpoint has one
@@ -62,9 +63,17 @@ struct TransformerModel {
   std::size_t weight_bytes() const;
 };
 
+// The Hugging Face names of one architecture's per-layer tensors.
+struct LayerNames {
+  std::string layer_prefix;  // "encoder.layer." or "transformer.layer."
+  std::string query, key, value, attention_output, attention_norm, intermediate, output, output_norm;
+};
+LayerNames names_for(Architecture arch);
+
 // Loads a model directory: config.json and either model.safetensors or a
 // TorchScript file (model.pt / *.pt) whose parameters carry the Hugging Face
-// names. Accepts the names with a "bert." / "distilbert." / "model." prefix
+// names. A quantized checkpoint (docs/quantized-format.md: I8 weights with
+// a "<name>.weight_scale" beside them) loads into INT8 layers. Accepts the names with a "bert." / "distilbert." / "model." prefix
 // and ignores tensors of heads it does not use. Every required tensor is
 // checked for presence and shape; an error names the tensor and the shape
 // it should have. Nothing half-loaded is ever returned.

@@ -1,0 +1,252 @@
+#include "model/int8_linear.h"
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <c10/core/InferenceMode.h>
+#include <immintrin.h>
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include <algorithm>
+#include <cfloat>
+#include <cmath>
+#include <stdexcept>
+#include <vector>
+
+namespace rapidqa::model {
+namespace {
+
+dnnl::engine& cpu_engine() {
+  static dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  return engine;
+}
+
+dnnl::algorithm eltwise_for(Activation a) {
+  switch (a) {
+    case Activation::kGelu: return dnnl::algorithm::eltwise_gelu_erf;
+    case Activation::kGeluTanh: return dnnl::algorithm::eltwise_gelu_tanh;
+    case Activation::kRelu: return dnnl::algorithm::eltwise_relu;
+    case Activation::kTanh: return dnnl::algorithm::eltwise_tanh;
+    case Activation::kNone: break;
+  }
+  return dnnl::algorithm::undef;
+}
+
+// Below this many elements a single thread quantizes faster than waking
+// the pool.
+constexpr std::int64_t kParallelQuantizeGrain = 1 << 15;
+
+__attribute__((target("avx2,fma"))) void quantize_avx2(const float* x, std::int64_t n, float inverse_scale,
+                                                       float zero_point, float qmax, std::uint8_t* out) {
+  const __m256 inv = _mm256_set1_ps(inverse_scale);
+  const __m256 zp = _mm256_set1_ps(zero_point);
+  const __m256 lo = _mm256_setzero_ps();
+  const __m256 hi = _mm256_set1_ps(qmax);
+  std::int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    __m256i q[4];
+    for (int j = 0; j < 4; ++j) {
+      // Round the scaled value first (half to even, the default rounding
+      // mode), then add the zero point, as quantize_per_tensor does.
+      __m256 v = _mm256_round_ps(_mm256_mul_ps(_mm256_loadu_ps(x + i + 8 * j), inv),
+                                 _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+      v = _mm256_min_ps(_mm256_max_ps(_mm256_add_ps(v, zp), lo), hi);
+      q[j] = _mm256_cvtps_epi32(v);
+    }
+    // 32-bit -> 16-bit -> 8-bit packs work per 128-bit lane; the permute
+    // restores element order.
+    const __m256i w01 = _mm256_packus_epi32(q[0], q[1]);
+    const __m256i w23 = _mm256_packus_epi32(q[2], q[3]);
+    __m256i b = _mm256_packus_epi16(w01, w23);
+    b = _mm256_permutevar8x32_epi32(b, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), b);
+  }
+  for (; i < n; ++i) {
+    const float v = std::nearbyint(x[i] * inverse_scale) + zero_point;
+    out[i] = static_cast<std::uint8_t>(std::min(std::max(v, 0.0f), qmax));
+  }
+}
+
+void quantize_scalar(const float* x, std::int64_t n, float inverse_scale, float zero_point, float qmax,
+                     std::uint8_t* out) {
+  for (std::int64_t i = 0; i < n; ++i) {
+    const float v = std::nearbyint(x[i] * inverse_scale) + zero_point;
+    out[i] = static_cast<std::uint8_t>(std::min(std::max(v, 0.0f), qmax));
+  }
+}
+
+}  // namespace
+
+QuantParams affine_qparams(float min_value, float max_value, std::int32_t qmin, std::int32_t qmax) {
+  const float min_neg = std::min(min_value, 0.0f);
+  const float max_pos = std::max(max_value, 0.0f);
+  QuantParams p;
+  p.scale = std::max((max_pos - min_neg) / static_cast<float>(qmax - qmin), FLT_EPSILON);
+  const auto zp = static_cast<std::int32_t>(qmin - std::nearbyint(min_neg / p.scale));
+  p.zero_point = std::clamp(zp, qmin, qmax);
+  return p;
+}
+
+QuantParams symmetric_qparams(float min_value, float max_value, std::int32_t qmin, std::int32_t qmax) {
+  const float max_abs = std::max(-std::min(min_value, 0.0f), std::max(max_value, 0.0f));
+  QuantParams p;
+  p.scale = std::max(max_abs / (static_cast<float>(qmax - qmin) / 2.0f), FLT_EPSILON);
+  p.zero_point = qmin < 0 ? 0 : (qmin + qmax + 1) / 2;
+  return p;
+}
+
+at::Tensor QuantizedWeight::dequantize() const { return values.to(at::kFloat).mul_(scales.unsqueeze(1)); }
+
+QuantizedWeight quantize_weight_per_channel(const at::Tensor& weight_in) {
+  c10::InferenceMode inference;
+  const at::Tensor weight = weight_in.to(at::kFloat).contiguous();
+  if (weight.dim() != 2) throw std::invalid_argument("quantize_weight_per_channel: weight must be 2-D");
+  const at::Tensor mins = std::get<0>(weight.min(1));
+  const at::Tensor maxs = std::get<0>(weight.max(1));
+  const std::int64_t rows = weight.size(0);
+  QuantizedWeight q;
+  q.scales = at::empty({rows}, at::kFloat);
+  float* s = q.scales.data_ptr<float>();
+  const float* lo = mins.data_ptr<float>();
+  const float* hi = maxs.data_ptr<float>();
+  for (std::int64_t r = 0; r < rows; ++r) s[r] = symmetric_qparams(lo[r], hi[r], -128, 127).scale;
+  // round(w / s) clamped, as quantize_per_channel computes it.
+  q.values = at::round(weight / q.scales.unsqueeze(1)).clamp_(-128, 127).to(at::kChar).contiguous();
+  return q;
+}
+
+bool int8_needs_reduced_range() {
+  using dnnl::cpu_isa;
+  const cpu_isa isa = dnnl::get_effective_cpu_isa();
+  switch (isa) {
+    case cpu_isa::avx2_vnni:
+    case cpu_isa::avx512_core_vnni:
+    case cpu_isa::avx512_core_bf16:
+    case cpu_isa::avx512_core_amx:
+      return false;
+    default:
+      return true;
+  }
+}
+
+void quantize_to_u8(const float* x, std::int64_t count, QuantParams params, std::int32_t qmax, std::uint8_t* out) {
+  static const bool has_avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  const float inverse = 1.0f / params.scale;
+  const auto zp = static_cast<float>(params.zero_point);
+  const auto hi = static_cast<float>(qmax);
+  auto run = [&](std::int64_t begin, std::int64_t end) {
+    if (has_avx2) {
+      quantize_avx2(x + begin, end - begin, inverse, zp, hi, out + begin);
+    } else {
+      quantize_scalar(x + begin, end - begin, inverse, zp, hi, out + begin);
+    }
+  };
+  if (count < kParallelQuantizeGrain) {
+    run(0, count);
+  } else {
+    at::parallel_for(0, count, kParallelQuantizeGrain, run);
+  }
+}
+
+struct Int8Linear::Impl {
+  dnnl::matmul primitive;
+  dnnl::memory weights;  // s8, reordered once into the primitive's layout
+  dnnl::memory bias;     // [1, out] f32 for the binary-add post-op, or empty
+  at::Tensor bias_storage;
+  at::Tensor static_output_scales;  // [out]: input scale x channel scale (static only)
+  std::size_t packed_bytes = 0;
+};
+
+Int8Linear::Int8Linear(QuantizedWeight weight, const at::Tensor& bias, Activation activation,
+                       InputQuantization input)
+    : impl_(std::make_unique<Impl>()), weight_(std::move(weight)), activation_(activation), input_(input) {
+  using namespace dnnl;
+  c10::InferenceMode inference;
+  if (weight_.values.dim() != 2 || weight_.values.scalar_type() != at::kChar) {
+    throw std::invalid_argument("Int8Linear: weight values must be a 2-D int8 tensor");
+  }
+  out_ = weight_.values.size(0);
+  in_ = weight_.values.size(1);
+  weight_.values = weight_.values.contiguous();
+  weight_.scales = weight_.scales.to(at::kFloat).contiguous();
+  if (weight_.scales.dim() != 1 || weight_.scales.size(0) != out_) {
+    throw std::invalid_argument("Int8Linear: one weight scale per output channel is needed");
+  }
+  if (int8_needs_reduced_range()) input_.reduced_range = true;
+  if (!input_.dynamic) {
+    static_params_ = affine_qparams(input_.range_min, input_.range_max, 0, activation_qmax(input_.reduced_range));
+  }
+
+  const memory::dim rows = DNNL_RUNTIME_DIM_VAL;
+  const memory::desc src_md({rows, in_}, memory::data_type::u8, memory::format_tag::ab);
+  const memory::desc weights_any({in_, out_}, memory::data_type::s8, memory::format_tag::any);
+  const memory::desc dst_md({rows, out_}, memory::data_type::f32, memory::format_tag::ab);
+  const memory::desc bias_md({1, out_}, memory::data_type::f32, memory::format_tag::ab);
+  primitive_attr attr;
+  attr.set_output_scales(1 << 1, {DNNL_RUNTIME_F32_VAL});
+  attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
+  // Post-ops run after the output scales, so the float bias is added to the
+  // real-valued product and the activation sees the finished sum.
+  post_ops ops;
+  if (bias.defined()) ops.append_binary(algorithm::binary_add, bias_md);
+  if (activation != Activation::kNone) ops.append_eltwise(1.0f, eltwise_for(activation), 0.0f, 0.0f);
+  attr.set_post_ops(ops);
+  const matmul::primitive_desc pd(matmul::desc(src_md, weights_any, dst_md), attr, cpu_engine());
+  impl_->primitive = matmul(pd);
+  // Our weights are [out, in] row-major, which is [in, out] in layout "ba".
+  memory user_weights({{in_, out_}, memory::data_type::s8, memory::format_tag::ba}, cpu_engine(),
+                      weight_.values.data_ptr());
+  impl_->weights = memory(pd.weights_desc(), cpu_engine());
+  stream s(cpu_engine());
+  reorder(user_weights, impl_->weights).execute(s, user_weights, impl_->weights);
+  s.wait();
+  impl_->packed_bytes = pd.weights_desc().get_size() + static_cast<std::size_t>(out_) * sizeof(float);
+  if (bias.defined()) {
+    bias_ = bias.to(at::kFloat).contiguous().clone();
+    if (bias_.dim() != 1 || bias_.size(0) != out_) {
+      throw std::invalid_argument("Int8Linear: bias length must equal the output features");
+    }
+    impl_->bias = memory(bias_md, cpu_engine(), bias_.data_ptr<float>());
+    impl_->packed_bytes += static_cast<std::size_t>(out_) * sizeof(float);
+  }
+  if (!input_.dynamic) impl_->static_output_scales = weight_.scales * static_params_.scale;
+}
+
+Int8Linear::~Int8Linear() = default;
+
+std::size_t Int8Linear::weight_bytes() const { return impl_->packed_bytes; }
+
+at::Tensor Int8Linear::forward(const at::Tensor& input) const {
+  using namespace dnnl;
+  LinearIo io = prepare_linear_io(input, in_, out_);
+  const std::int64_t rows = io.rows;
+  if (rows == 0) return io.output;
+  const std::int32_t qmax = activation_qmax(input_.reduced_range);
+  QuantParams params = static_params_;
+  at::Tensor output_scales = impl_->static_output_scales;
+  if (input_.dynamic) {
+    const auto [lo, hi] = at::aminmax(io.input);
+    params = affine_qparams(lo.item<float>(), hi.item<float>(), 0, qmax);
+    output_scales = weight_.scales * params.scale;
+  }
+  at::Tensor quantized = at::empty({rows, in_}, at::TensorOptions().dtype(at::kByte));
+  quantize_to_u8(io.input.data_ptr<float>(), rows * in_, params, qmax, quantized.data_ptr<std::uint8_t>());
+
+  const engine& eng = cpu_engine();
+  memory src({{rows, in_}, memory::data_type::u8, memory::format_tag::ab}, eng, quantized.data_ptr());
+  memory dst({{rows, out_}, memory::data_type::f32, memory::format_tag::ab}, eng, io.output.data_ptr<float>());
+  memory scales({{out_}, memory::data_type::f32, memory::format_tag::x}, eng, output_scales.data_ptr<float>());
+  std::int32_t zero_point = params.zero_point;
+  memory zero_point_memory({{1}, memory::data_type::s32, memory::format_tag::x}, eng, &zero_point);
+  std::unordered_map<int, memory> args{{DNNL_ARG_SRC, src},
+                                       {DNNL_ARG_WEIGHTS, impl_->weights},
+                                       {DNNL_ARG_DST, dst},
+                                       {DNNL_ARG_ATTR_OUTPUT_SCALES, scales},
+                                       {DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, zero_point_memory}};
+  if (bias_.defined()) args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1, impl_->bias);
+  stream s(eng);
+  impl_->primitive.execute(s, args);
+  s.wait();
+  return io.output;
+}
+
+}  // namespace rapidqa::model
