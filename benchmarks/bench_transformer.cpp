@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 
+#include "bench_models.h"
 #include "model/linear_op.h"
 #include "model/transformer_model.h"
 #include "rapidqa/compute_runtime.h"
@@ -19,54 +20,9 @@ extern "C" void openblas_set_num_threads(int num_threads);
 
 namespace {
 
-using rapidqa::model::TransformerConfig;
-using rapidqa::model::TransformerModel;
-
-struct Shape {
-  const char* name;
-  std::int64_t layers, hidden, heads, intermediate;
-};
-constexpr Shape kShapes[] = {{"bert-base", 12, 768, 12, 3072}, {"minilm-l6", 6, 384, 12, 1536}};
-
-// Random weights with Hugging Face names, built once per shape.
-std::shared_ptr<TransformerModel> model_for(int shape_index) {
-  static std::map<int, std::shared_ptr<TransformerModel>> cache;
-  auto& slot = cache[shape_index];
-  if (slot) return slot;
-  const Shape& s = kShapes[shape_index];
-  TransformerConfig c;
-  c.vocab_size = 30522;
-  c.hidden_size = s.hidden;
-  c.num_layers = s.layers;
-  c.num_heads = s.heads;
-  c.intermediate_size = s.intermediate;
-  c.max_position_embeddings = 512;
-  at::manual_seed(0);
-  std::map<std::string, at::Tensor> t;
-  auto normal = [](std::vector<std::int64_t> shape) { return at::randn(shape) * 0.02; };
-  t["embeddings.word_embeddings.weight"] = normal({c.vocab_size, c.hidden_size});
-  t["embeddings.position_embeddings.weight"] = normal({512, c.hidden_size});
-  t["embeddings.token_type_embeddings.weight"] = normal({2, c.hidden_size});
-  t["embeddings.LayerNorm.weight"] = at::ones({c.hidden_size});
-  t["embeddings.LayerNorm.bias"] = at::zeros({c.hidden_size});
-  for (std::int64_t i = 0; i < c.num_layers; ++i) {
-    const std::string p = "encoder.layer." + std::to_string(i) + ".";
-    for (const char* n : {"attention.self.query", "attention.self.key", "attention.self.value", "attention.output.dense"}) {
-      t[p + n + ".weight"] = normal({c.hidden_size, c.hidden_size});
-      t[p + n + ".bias"] = normal({c.hidden_size});
-    }
-    t[p + "intermediate.dense.weight"] = normal({c.intermediate_size, c.hidden_size});
-    t[p + "intermediate.dense.bias"] = normal({c.intermediate_size});
-    t[p + "output.dense.weight"] = normal({c.hidden_size, c.intermediate_size});
-    t[p + "output.dense.bias"] = normal({c.hidden_size});
-    for (const char* n : {"attention.output.LayerNorm", "output.LayerNorm"}) {
-      t[p + n + ".weight"] = at::ones({c.hidden_size});
-      t[p + n + ".bias"] = at::zeros({c.hidden_size});
-    }
-  }
-  slot = rapidqa::model::build_transformer(c, t, s.name).value();
-  return slot;
-}
+using rapidqa::bench::kShapes;
+using rapidqa::bench::model_for;
+using rapidqa::bench::Shape;
 
 // Multiply-adds of one forward pass, counted as 2 FLOPs each: the four
 // hidden-sized products, the two FFN products, and the two attention

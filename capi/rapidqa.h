@@ -193,6 +193,17 @@ RQA_API const char* rqa_answer_degraded_reason(const rqa_answer* answer);
 RQA_API uint64_t rqa_answer_total_microseconds(const rqa_answer* answer);
 RQA_API void rqa_answer_destroy(rqa_answer* answer);
 
+/* Quantizes the model directory model_dir to INT8 and writes out_dir, a
+ * model directory that encoder_model_dir / reader_model_dir can name.
+ * mode: "dynamic" or "static" (NULL: dynamic). precision_table: "default",
+ * "auto", "int8" or the path of a table file (NULL: default).
+ * calibration_file: one text per line, or a knowledge .jsonl (NULL: none;
+ * static mode needs one). report (may be NULL): on success the per-layer
+ * report, allocated by the library, freed with rqa_free. Nothing is
+ * written when the call fails. */
+RQA_API rqa_status rqa_quantize_model(const char* model_dir, const char* out_dir, const char* mode,
+                                      const char* precision_table, const char* calibration_file, char** report);
+
 RQA_API void rqa_free(void* memory);
 
 /* This thread's message for the last failed call; "" after a success. */

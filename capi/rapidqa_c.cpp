@@ -13,6 +13,7 @@
 #include <string>
 
 #include "rapidqa/qa_engine.h"
+#include "rapidqa/quantizer.h"
 #include "rapidqa/transformer_encoder.h"
 
 struct rqa_engine {
@@ -401,6 +402,38 @@ uint64_t rqa_answer_total_microseconds(const rqa_answer* answer) {
       std::chrono::duration_cast<std::chrono::microseconds>(answer->answer.timings[rapidqa::Stage::kTotal]).count());
 }
 void rqa_answer_destroy(rqa_answer* answer) { delete answer; }
+
+rqa_status rqa_quantize_model(const char* model_dir, const char* out_dir, const char* mode,
+                              const char* precision_table, const char* calibration_file, char** report_out) {
+  return translate([&] {
+    if (report_out) *report_out = nullptr;
+    if (!model_dir) return null_argument("model_dir");
+    if (!out_dir) return null_argument("out_dir");
+    rapidqa::QuantizerOptions options;
+    const std::string m = mode ? mode : "dynamic";
+    if (m == "static") {
+      options.mode = rapidqa::QuantizationMode::kStatic;
+    } else if (m != "dynamic") {
+      return fail(RQA_INVALID_ARGUMENT, "mode must be \"dynamic\" or \"static\", not \"" + m + "\"");
+    }
+    if (precision_table) options.precision_table = precision_table;
+    if (calibration_file) {
+      auto texts = rapidqa::read_calibration_texts(calibration_file);
+      if (!texts) return report(texts.status());
+      options.calibration_texts = std::move(texts).value();
+    }
+    auto result = rapidqa::quantize_model(model_dir, out_dir, options);
+    if (!result) return report(result.status());
+    if (report_out) {
+      const std::string text = result->to_text();
+      char* buffer = static_cast<char*>(std::malloc(text.size() + 1));
+      if (!buffer) return fail(RQA_RESOURCE_EXHAUSTED, "out of memory");
+      std::memcpy(buffer, text.c_str(), text.size() + 1);
+      *report_out = buffer;
+    }
+    return report(rapidqa::Status::ok());
+  });
+}
 
 void rqa_free(void* memory) { std::free(memory); }
 

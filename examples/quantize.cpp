@@ -11,14 +11,12 @@
 // questions are used.
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <string>
 #include <vector>
 
 #include <fmt/format.h>
 
 #include <rapidqa/compute_runtime.h>
-#include <rapidqa/knowledge_file.h>
 #include <rapidqa/quantizer.h>
 
 namespace {
@@ -30,30 +28,6 @@ void usage(std::FILE* to) {
                "                        [--calib-limit N] [--threads N]\n"
                "Quantizes the model directory IN to INT8, writes OUT and prints the per-layer report.\n"
                "--calib: a knowledge file (.jsonl) or one text per line (default: the bundled FAQ).\n");
-}
-
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
-rapidqa::Result<std::vector<std::string>> read_calibration(const std::string& path) {
-  std::vector<std::string> texts;
-  if (ends_with(path, ".jsonl")) {
-    auto kb = rapidqa::read_knowledge_file(path);
-    if (!kb) return kb.status();
-    for (const auto& e : kb->entries) {
-      texts.push_back(e.question);
-      texts.insert(texts.end(), e.alternates.begin(), e.alternates.end());
-    }
-  } else {
-    std::ifstream in(path);
-    if (!in) return rapidqa::Status::not_found(fmt::format("{}: cannot open the calibration file", path));
-    for (std::string line; std::getline(in, line);) {
-      if (!line.empty() && line.find_first_not_of(" \t\r") != std::string::npos) texts.push_back(line);
-    }
-  }
-  if (texts.empty()) return rapidqa::Status::invalid_argument(fmt::format("{}: no calibration text in it", path));
-  return texts;
 }
 
 bool parse_positive(const char* text, double& out) {
@@ -126,12 +100,12 @@ int main(int argc, char** argv) {
   if (threads > 0) {
     rapidqa::ComputeThreads runtime;
     runtime.intra_op = static_cast<int>(threads);
-    if (auto s = rapidqa::configure_compute_threads(runtime); !s.ok()) {
+    if (auto s = rapidqa::configure_compute_threads(runtime); !s.is_ok()) {
       std::fprintf(stderr, "rapidqa-quantize: %s\n", s.to_string().c_str());
       return 2;
     }
   }
-  auto texts = read_calibration(calib);
+  auto texts = rapidqa::read_calibration_texts(calib);
   if (!texts) {
     std::fprintf(stderr, "rapidqa-quantize: %s\n", texts.status().to_string().c_str());
     return 1;

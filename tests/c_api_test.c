@@ -276,6 +276,39 @@ static void test_redis_options(void) {
   rqa_engine_destroy(engine);
 }
 
+/* A model quantized through the C ABI, then answered with. */
+static void test_quantize_model(void) {
+  const char* out_dir = RAPIDQA_QUANTIZED_DIR;
+  rqa_engine* engine = NULL;
+  rqa_answer* answer = NULL;
+  rqa_engine_options options;
+  char* report = NULL;
+
+  CHECK(rqa_quantize_model(NULL, out_dir, NULL, NULL, NULL, &report) == RQA_INVALID_ARGUMENT);
+  CHECK(report == NULL);
+  CHECK(rqa_quantize_model(RAPIDQA_TINY_MODELS "/bert-tiny", out_dir, "int4", NULL, NULL, NULL) ==
+        RQA_INVALID_ARGUMENT);
+  CHECK(strstr(rqa_last_error(), "int4") != NULL);
+  CHECK(rqa_quantize_model(RAPIDQA_TINY_MODELS "/bert-tiny", out_dir, "static", NULL, NULL, NULL) ==
+        RQA_INVALID_ARGUMENT);
+  CHECK(strstr(rqa_last_error(), "calibration") != NULL);
+  CHECK(rqa_quantize_model(RAPIDQA_TINY_MODELS "/bert-tiny", out_dir, "static", "int8",
+                           RAPIDQA_SOURCE_DIR "/tests/data/context_faq.jsonl", &report) == RQA_OK);
+  CHECK(report != NULL && strstr(report, "int8-static") != NULL);
+  rqa_free(report);
+
+  rqa_engine_options_init(&options);
+  options.encoder_model_dir = out_dir;
+  options.enable_semantic_cache = 0;
+  options.min_answer_score = -1.0f;
+  CHECK(rqa_engine_create(&options, &engine) == RQA_OK);
+  CHECK(rqa_engine_load_knowledge(engine, RAPIDQA_SOURCE_DIR "/tests/data/context_faq.jsonl", NULL) == RQA_OK);
+  CHECK(rqa_engine_ask(engine, "Where is my order?", &answer) == RQA_OK);
+  CHECK(strcmp(rqa_answer_entry_id(answer), "order-status") == 0);
+  rqa_answer_destroy(answer);
+  rqa_engine_destroy(engine);
+}
+
 int main(void) {
   test_version();
   test_null_and_bad_options();
@@ -283,6 +316,7 @@ int main(void) {
   test_redis_options();
   test_models_and_encode();
   test_tenants_and_corrections();
+  test_quantize_model();
   if (failures == 0) printf("c api: all checks passed\n");
   return failures == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }

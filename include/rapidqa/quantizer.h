@@ -83,6 +83,11 @@ struct QuantizationReport {
   RAPIDQA_EXPORT std::string to_text() const;  // the per-layer table as printed by rapidqa-quantize
 };
 
+// Calibration text from a file: a knowledge file (.jsonl: every question
+// and alternate) or plain text (one per non-blank line). kNotFound /
+// kInvalidArgument (with the line) for a missing, bad or empty file.
+RAPIDQA_EXPORT Result<std::vector<std::string>> read_calibration_texts(const std::string& path);
+
 // Quantizes the model in model_dir and writes the result to out_dir (a
 // model directory: tokenizer and config files are copied). kNotFound /
 // kInvalidArgument for a bad directory, table or options (named in the

@@ -173,15 +173,11 @@ class EntropyObserver final : public RangeObserver {
       double total = 0;
       std::size_t nonzero = 0;
       for (std::size_t i = begin; i < end; ++i) {
-        total += counts_[i];  // Q is built from the unclipped counts
+        total += counts_[i];  // Q is built from the counts inside the threshold only
         if (counts_[i] > 0) ++nonzero;
       }
-      if (end == bins) {
-        // the folded tail belongs to the last level
-        for (std::size_t i = bins; i < counts_.size(); ++i) total += counts_[i];
-      }
       for (std::size_t i = begin; i < end; ++i) {
-        if (counts_[i] > 0 || (i == bins - 1 && p[i] > 0)) q[i] = total / static_cast<double>(std::max<std::size_t>(1, nonzero));
+        if (counts_[i] > 0) q[i] = total / static_cast<double>(nonzero);
       }
     }
     double p_sum = 0, q_sum = 0;

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <limits>
 #include <numeric>
 
@@ -18,6 +19,7 @@
 #include "model/model_bundle.h"
 #include "model/pooling.h"
 #include "model/transformer_checkpoint.h"
+#include "rapidqa/knowledge_file.h"
 
 namespace rapidqa::compress {
 namespace {
@@ -337,6 +339,27 @@ std::string QuantizationReport::to_text() const {
   return out;
 }
 
+Result<std::vector<std::string>> read_calibration_texts(const std::string& path) {
+  std::vector<std::string> texts;
+  const bool jsonl = path.size() >= 6 && path.compare(path.size() - 6, 6, ".jsonl") == 0;
+  if (jsonl) {
+    auto kb = read_knowledge_file(path);
+    if (!kb) return kb.status();
+    for (const auto& e : kb->entries) {
+      texts.push_back(e.question);
+      texts.insert(texts.end(), e.alternates.begin(), e.alternates.end());
+    }
+  } else {
+    std::ifstream in(path);
+    if (!in) return Status::not_found(fmt::format("{}: cannot open the calibration file", path));
+    for (std::string line; std::getline(in, line);) {
+      if (line.find_first_not_of(" \t\r") != std::string::npos) texts.push_back(line);
+    }
+  }
+  if (texts.empty()) return Status::invalid_argument(fmt::format("{}: holds no calibration text", path));
+  return texts;
+}
+
 Result<QuantizationReport> quantize_model(const std::string& model_dir, const std::string& out_dir,
                                           const QuantizerOptions& options) {
   return detail::guarded("quantizing the model", [&]() -> Result<QuantizationReport> {
@@ -390,7 +413,7 @@ Result<QuantizationReport> quantize_model(const std::string& model_dir, const st
                         {"layers", layers}}
              .dump()}};
     const Status saved = model::save_transformer(m, model_dir, out_dir, metadata);
-    if (!saved.ok()) return saved;
+    if (!saved.is_ok()) return saved;
     return report;
   });
 }

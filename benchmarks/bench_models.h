@@ -1,0 +1,26 @@
+// The transformer shapes the benchmarks measure (BERT-base, MiniLM-L6) and
+// their models: random weights built once per shape, or, when the
+// environment variable RAPIDQA_BENCH_MODELS names a directory holding
+// <shape>/config.json and model.safetensors, the weights found there (the
+// PyTorch comparison scripts write them, so both sides run the same weights).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "model/transformer_model.h"
+
+namespace rapidqa::bench {
+
+struct Shape {
+  const char* name;
+  std::int64_t layers, hidden, heads, intermediate;
+};
+constexpr Shape kShapes[] = {{"bert-base", 12, 768, 12, 3072}, {"minilm-l6", 6, 384, 12, 1536}};
+
+// Shared: callers must not rewrite it (copy through checkpoint_tensors).
+std::shared_ptr<model::TransformerModel> model_for(int shape_index);
+// A fresh model of the same weights that the caller may rewrite (quantize).
+std::shared_ptr<model::TransformerModel> fresh_model_for(int shape_index);
+
+}  // namespace rapidqa::bench
