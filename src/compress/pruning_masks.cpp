@@ -174,53 +174,6 @@ Status prune_unstructured(const std::vector<PrunableTensor*>& tensors, const Pru
   return Status::ok();
 }
 
-Status check_sparse(const SparseWeight& sparse, std::int64_t& numel) {
-  numel = 1;
-  for (const std::int64_t size : sparse.shape) {
-    if (size < 0) return Status::data_loss("sparse weight: negative size in shape " + shape_string(sparse.shape));
-    if (size != 0 && numel > std::numeric_limits<std::int64_t>::max() / 8 / size) {
-      return Status::data_loss("sparse weight: shape " + shape_string(sparse.shape) + " is too large");
-    }
-    numel *= size;
-  }
-  const std::int64_t bitmap_bytes = (numel + 7) / 8;
-  if (!sparse.bitmap.defined() || sparse.bitmap.scalar_type() != at::kByte || sparse.bitmap.dim() != 1 ||
-      !sparse.bitmap.device().is_cpu()) {
-    return Status::data_loss("sparse weight: the bitmap is not a 1-D uint8 CPU tensor");
-  }
-  if (sparse.bitmap.numel() != bitmap_bytes) {
-    return Status::data_loss(fmt::format("sparse weight: the bitmap has {} bytes, shape {} needs {}",
-                                         sparse.bitmap.numel(), shape_string(sparse.shape), bitmap_bytes));
-  }
-  if (!sparse.values.defined() || sparse.values.scalar_type() != at::kFloat || sparse.values.dim() != 1 ||
-      !sparse.values.device().is_cpu()) {
-    return Status::data_loss("sparse weight: the values are not a 1-D float32 CPU tensor");
-  }
-  const at::Tensor bitmap = sparse.bitmap.contiguous();
-  const std::uint8_t* bits = bitmap.data_ptr<std::uint8_t>();
-  std::int64_t set = 0;
-  for (std::int64_t i = 0; i < bitmap_bytes; ++i) set += __builtin_popcount(bits[i]);
-  if (numel % 8 != 0 && (bits[bitmap_bytes - 1] >> (numel % 8)) != 0) {
-    return Status::data_loss(
-        fmt::format("sparse weight: the bitmap has bits set past entry {} of shape {}", numel, shape_string(sparse.shape)));
-  }
-  if (set != sparse.values.numel()) {
-    return Status::data_loss(fmt::format("sparse weight: the bitmap keeps {} entries but there are {} values", set,
-                                         sparse.values.numel()));
-  }
-  return Status::ok();
-}
-
-// Calls keep(i, j) for the i-th entry (row-major) with the j-th set bit.
-template <typename Fn>
-void for_each_kept(const at::Tensor& bitmap, std::int64_t numel, Fn&& keep) {
-  const std::uint8_t* bits = bitmap.data_ptr<std::uint8_t>();
-  std::int64_t j = 0;
-  for (std::int64_t i = 0; i < numel; ++i) {
-    if ((bits[i >> 3] >> (i & 7)) & 1u) keep(i, j++);
-  }
-}
-
 }  // namespace
 
 Status PruningAmount::validate() const {
@@ -363,52 +316,10 @@ double sparsity(const at::Tensor& tensor) {
   return static_cast<double>((tensor == 0).sum().item<std::int64_t>()) / static_cast<double>(tensor.numel());
 }
 
-std::size_t SparseWeight::byte_size() const {
-  return (bitmap.defined() ? bitmap.nbytes() : 0) + (values.defined() ? values.nbytes() : 0);
-}
-
 Result<SparseWeight> encode_sparse(const PrunableTensor& tensor) {
   return detail::guarded("encode_sparse", [&]() -> Result<SparseWeight> {
     if (Status s = check_tensor(tensor, label_of(tensor, 0)); !s) return s;
-    const at::Tensor weight = tensor.weight.reshape(-1);
-    const at::Tensor kept = (tensor.mask.defined() ? tensor.mask.reshape(-1) == 1 : weight != 0).contiguous();
-    SparseWeight sparse;
-    sparse.shape = tensor.weight.sizes().vec();
-    sparse.values = weight.masked_select(kept).contiguous();
-    const std::int64_t numel = weight.numel();
-    sparse.bitmap = at::zeros({(numel + 7) / 8}, at::kByte);
-    std::uint8_t* bits = sparse.bitmap.data_ptr<std::uint8_t>();
-    const bool* keep = kept.data_ptr<bool>();
-    for (std::int64_t i = 0; i < numel; ++i) {
-      if (keep[i]) bits[i >> 3] = static_cast<std::uint8_t>(bits[i >> 3] | (1u << (i & 7)));
-    }
-    return sparse;
-  });
-}
-
-Result<at::Tensor> decode_sparse(const SparseWeight& sparse) {
-  return detail::guarded("decode_sparse", [&]() -> Result<at::Tensor> {
-    std::int64_t numel = 0;
-    if (Status s = check_sparse(sparse, numel); !s) return s;
-    const at::Tensor bitmap = sparse.bitmap.contiguous();
-    const at::Tensor values = sparse.values.contiguous();
-    at::Tensor dense = at::zeros({numel}, at::kFloat);
-    float* out = dense.data_ptr<float>();
-    const float* in = values.data_ptr<float>();
-    for_each_kept(bitmap, numel, [&](std::int64_t i, std::int64_t j) { out[i] = in[j]; });
-    return dense.view(sparse.shape);
-  });
-}
-
-Result<at::Tensor> decode_sparse_mask(const SparseWeight& sparse) {
-  return detail::guarded("decode_sparse_mask", [&]() -> Result<at::Tensor> {
-    std::int64_t numel = 0;
-    if (Status s = check_sparse(sparse, numel); !s) return s;
-    const at::Tensor bitmap = sparse.bitmap.contiguous();
-    at::Tensor mask = at::zeros({numel}, at::kFloat);
-    float* out = mask.data_ptr<float>();
-    for_each_kept(bitmap, numel, [&](std::int64_t i, std::int64_t) { out[i] = 1.0f; });
-    return mask.view(sparse.shape);
+    return model::encode_sparse(tensor.weight, tensor.mask);
   });
 }
 

@@ -41,6 +41,7 @@
 #include <string>
 #include <vector>
 
+#include "model/sparse_weight.h"
 #include "rapidqa/status.h"
 
 namespace rapidqa::compress {
@@ -132,37 +133,13 @@ Status make_permanent(std::vector<PrunableTensor>& tensors);
 // undefined or empty tensor.
 double sparsity(const at::Tensor& tensor);
 
-// A pruned weight stored compactly, for saving:
-//
-//   shape   the dense weight's sizes; numel = their product
-//   bitmap  uint8 [ceil(numel / 8)]: entry i of the weight, in row-major
-//           order, is kept when bit (i % 8) of byte (i / 8) is set, bit 0
-//           being the least significant (LSB first). The bits past numel in
-//           the last byte are 0.
-//   values  float32 [number of set bits]: the kept entries in row-major
-//           order, the j-th value going to the j-th set bit.
-//
-// Decoding puts +0.0 at every clear bit. The encoded size is 4 * kept +
-// ceil(numel / 8) bytes against 4 * numel dense, smaller from about 3.2%
-// sparsity on (at 40%, 63% of the dense size).
-struct SparseWeight {
-  std::vector<std::int64_t> shape;
-  at::Tensor bitmap;  // uint8, 1-D, contiguous
-  at::Tensor values;  // float32, 1-D, contiguous
-
-  // Bytes of bitmap and values (the shape is not counted).
-  std::size_t byte_size() const;
-};
-
-// Encodes masked_weight(tensor): the kept entries are those whose mask is 1,
-// or, without a mask (a weight already made permanent), the nonzero ones.
-// kInvalidArgument for a bad weight or mask.
+// Sparse storage of a pruned weight lives with the checkpoint code
+// (model/sparse_weight.h, which documents the layout); this checks the
+// tensor as the functions above do, then encodes masked_weight(tensor): the
+// entries whose mask is 1, or without a mask the nonzero ones.
+using model::SparseWeight;
+using model::decode_sparse;
+using model::decode_sparse_mask;
 Result<SparseWeight> encode_sparse(const PrunableTensor& tensor);
-
-// The dense float32 weight, and the 0/1 float32 mask of the kept entries.
-// kDataLoss when the parts do not agree (bitmap size, number of set bits
-// against values, bits set past numel, types); the message says which.
-Result<at::Tensor> decode_sparse(const SparseWeight& sparse);
-Result<at::Tensor> decode_sparse_mask(const SparseWeight& sparse);
 
 }  // namespace rapidqa::compress

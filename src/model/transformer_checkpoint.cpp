@@ -77,26 +77,44 @@ std::map<std::string, at::Tensor> checkpoint_tensors(const TransformerModel& mod
   return out;
 }
 
+Status copy_model_files(const std::string& source_dir, const std::string& out_dir) {
+  namespace fs = std::filesystem;
+  return detail::guarded("copying the model files", [&]() -> Status {
+    std::error_code ec;
+    fs::create_directories(out_dir, ec);
+    if (ec) return Status::io_error(fmt::format("{}: cannot create: {}", out_dir, ec.message()));
+    for (const auto& entry : fs::recursive_directory_iterator(source_dir)) {
+      const fs::path target = fs::path(out_dir) / fs::relative(entry.path(), source_dir);
+      if (entry.is_directory()) {
+        fs::create_directories(target);
+      } else if (entry.is_regular_file() && !is_weight_file(entry.path())) {
+        fs::copy_file(entry.path(), target, fs::copy_options::overwrite_existing);
+      }
+    }
+    return Status::ok();
+  });
+}
+
 Status save_transformer(const TransformerModel& model, const std::string& source_dir, const std::string& out_dir,
                         const std::map<std::string, std::string>& metadata, const std::string& config_json) {
+  return save_checkpoint(checkpoint_tensors(model), source_dir, out_dir, metadata, config_json);
+}
+
+Status save_checkpoint(const std::map<std::string, at::Tensor>& tensors, const std::string& source_dir,
+                       const std::string& out_dir, const std::map<std::string, std::string>& metadata,
+                       const std::string& config_json) {
   namespace fs = std::filesystem;
   return detail::guarded("saving the model", [&]() -> Status {
     std::error_code ec;
     if (fs::exists(out_dir) && fs::exists(source_dir) && fs::equivalent(source_dir, out_dir, ec)) {
       return Status::invalid_argument(fmt::format("output directory '{}' is the input directory", out_dir));
     }
-    fs::create_directories(out_dir, ec);
-    if (ec) return Status::io_error(fmt::format("{}: cannot create: {}", out_dir, ec.message()));
     if (!source_dir.empty()) {
-      for (const auto& entry : fs::recursive_directory_iterator(source_dir)) {
-        const fs::path relative = fs::relative(entry.path(), source_dir);
-        const fs::path target = fs::path(out_dir) / relative;
-        if (entry.is_directory()) {
-          fs::create_directories(target);
-        } else if (entry.is_regular_file() && !is_weight_file(entry.path())) {
-          fs::copy_file(entry.path(), target, fs::copy_options::overwrite_existing);
-        }
-      }
+      const Status copied = copy_model_files(source_dir, out_dir);
+      if (!copied.is_ok()) return copied;
+    } else {
+      fs::create_directories(out_dir, ec);
+      if (ec) return Status::io_error(fmt::format("{}: cannot create: {}", out_dir, ec.message()));
     }
     // Weight files from an earlier save in out_dir would shadow ours.
     for (const char* stale : {"model.pt"}) fs::remove(fs::path(out_dir) / stale, ec);
@@ -105,8 +123,7 @@ Status save_transformer(const TransformerModel& model, const std::string& source
       config << config_json;
       if (!config) return Status::io_error(fmt::format("{}/config.json: write failed", out_dir));
     }
-    return write_safetensors((fs::path(out_dir) / "model.safetensors").string(), checkpoint_tensors(model),
-                             metadata);
+    return write_safetensors((fs::path(out_dir) / "model.safetensors").string(), tensors, metadata);
   });
 }
 

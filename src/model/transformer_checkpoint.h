@@ -19,11 +19,22 @@ namespace rapidqa::model {
 // and value are split back into three.
 std::map<std::string, at::Tensor> checkpoint_tensors(const TransformerModel& model);
 
+// Copies every file of source_dir into out_dir (created) except weight
+// files (.safetensors, .pt, .bin, ...): config, vocabulary, tokenizer and
+// pooling files.
+Status copy_model_files(const std::string& source_dir, const std::string& out_dir);
+
 // Writes out_dir/model.safetensors (with `metadata` in its header) and
 // copies every other file of source_dir (config, vocabulary, tokenizer and
 // pooling files) except other weight files. config_json, when not empty,
 // replaces config.json. out_dir is created; it must not be source_dir.
 Status save_transformer(const TransformerModel& model, const std::string& source_dir, const std::string& out_dir,
                         const std::map<std::string, std::string>& metadata, const std::string& config_json = "");
+
+// save_transformer for tensors already gathered (and perhaps rewritten,
+// e.g. stored sparsely).
+Status save_checkpoint(const std::map<std::string, at::Tensor>& tensors, const std::string& source_dir,
+                       const std::string& out_dir, const std::map<std::string, std::string>& metadata,
+                       const std::string& config_json = "");
 
 }  // namespace rapidqa::model

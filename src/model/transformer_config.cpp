@@ -97,6 +97,37 @@ Result<TransformerConfig> TransformerConfig::from_json_text(const std::string& t
     return Status::invalid_argument(fmt::format("{}: hidden size {} is not a multiple of the {} attention heads",
                                                 source, c.hidden_size, c.num_heads));
   }
+  // {"layer": [index, ...]} maps; a layer or index out of range is refused.
+  auto pruned = [&](const char* field, std::int64_t limit,
+                    std::map<std::int64_t, std::vector<std::int64_t>>& out) -> Status {
+    const auto it = j.find(field);
+    if (it == j.end() || it->is_null()) return Status::ok();
+    if (!it->is_object()) return Status::invalid_argument(fmt::format("{}: field '{}': expected an object", source, field));
+    for (const auto& [key, value] : it->items()) {
+      std::int64_t layer = -1;
+      try {
+        std::size_t used = 0;
+        layer = std::stoll(key, &used);
+        if (used != key.size()) layer = -1;
+      } catch (const std::exception&) {
+      }
+      if (layer < 0 || layer >= c.num_layers || !value.is_array()) {
+        return Status::invalid_argument(
+            fmt::format("{}: field '{}': '{}' must be a layer below {} with a list of indices", source, field, key,
+                        c.num_layers));
+      }
+      for (const auto& v : value) {
+        if (!v.is_number_integer() || v.get<std::int64_t>() < 0 || v.get<std::int64_t>() >= limit) {
+          return Status::invalid_argument(
+              fmt::format("{}: field '{}': layer {} lists an index outside [0, {})", source, field, key, limit));
+        }
+        out[layer].push_back(v.get<std::int64_t>());
+      }
+    }
+    return Status::ok();
+  };
+  if (Status s = pruned("pruned_heads", c.num_heads, c.pruned_heads); !s.is_ok()) return s;
+  if (Status s = pruned("pruned_intermediate", c.intermediate_size, c.pruned_intermediate); !s.is_ok()) return s;
   return c;
 }
 

@@ -4,7 +4,9 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
+#include <vector>
 
 #include "rapidqa/status.h"
 
@@ -25,6 +27,12 @@ struct TransformerConfig {
   double layer_norm_eps = 1e-12;
   Activation hidden_act = Activation::kGelu;
   std::int64_t pad_token_id = 0;
+  // Structured pruning: the original indices of the heads ("pruned_heads",
+  // as Hugging Face writes it) and of the FFN neurons ("pruned_intermediate")
+  // removed from each layer. The tensors then have fewer rows; the loader
+  // takes each layer's sizes from its tensors and checks them against these.
+  std::map<std::int64_t, std::vector<std::int64_t>> pruned_heads;
+  std::map<std::int64_t, std::vector<std::int64_t>> pruned_intermediate;
 
   std::int64_t head_dim() const { return hidden_size / num_heads; }
   // kInvalidArgument naming the field for a missing or inconsistent value.

@@ -5,6 +5,7 @@
 #include <c10/core/InferenceMode.h>
 #include <cblas.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <limits>
@@ -15,6 +16,7 @@
 #include "model/int8_linear.h"
 #include "model/onednn_linear.h"
 #include "model/safetensors_file.h"
+#include "model/sparse_weight.h"
 
 namespace rapidqa::model {
 namespace {
@@ -112,10 +114,11 @@ Result<std::unique_ptr<LinearOp>> dense(const TensorLookup& t, const std::string
 // apart (Hugging Face names) with one input range; their rows and channel
 // scales are stacked.
 Result<std::unique_ptr<LinearOp>> fused_qkv(const TensorLookup& t, const std::string& query,
-                                            const std::string& key, const std::string& value, std::int64_t h) {
-  RAPIDQA_ASSIGN_OR_RETURN(qb, t.get(query + ".bias", {h}));
-  RAPIDQA_ASSIGN_OR_RETURN(kb, t.get(key + ".bias", {h}));
-  RAPIDQA_ASSIGN_OR_RETURN(vb, t.get(value + ".bias", {h}));
+                                            const std::string& key, const std::string& value, std::int64_t w,
+                                            std::int64_t h) {
+  RAPIDQA_ASSIGN_OR_RETURN(qb, t.get(query + ".bias", {w}));
+  RAPIDQA_ASSIGN_OR_RETURN(kb, t.get(key + ".bias", {w}));
+  RAPIDQA_ASSIGN_OR_RETURN(vb, t.get(value + ".bias", {w}));
   const at::Tensor bias = at::cat({qb, kb, vb}, 0);
   const bool quantized = t.has(query + ".weight_scale");
   if (quantized != t.has(key + ".weight_scale") || quantized != t.has(value + ".weight_scale")) {
@@ -125,7 +128,7 @@ Result<std::unique_ptr<LinearOp>> fused_qkv(const TensorLookup& t, const std::st
   if (quantized) {
     std::vector<QuantizedParts> parts;
     for (const std::string* name : {&query, &key, &value}) {
-      auto p = quantized_parts(t, *name, h, h);
+      auto p = quantized_parts(t, *name, w, h);
       if (!p) return p.status();
       parts.push_back(std::move(p).value());
     }
@@ -134,9 +137,9 @@ Result<std::unique_ptr<LinearOp>> fused_qkv(const TensorLookup& t, const std::st
     return std::unique_ptr<LinearOp>(
         std::make_unique<Int8Linear>(std::move(weight), bias, Activation::kNone, parts[0].input));
   }
-  RAPIDQA_ASSIGN_OR_RETURN(qw, t.get(query + ".weight", {h, h}));
-  RAPIDQA_ASSIGN_OR_RETURN(kw, t.get(key + ".weight", {h, h}));
-  RAPIDQA_ASSIGN_OR_RETURN(vw, t.get(value + ".weight", {h, h}));
+  RAPIDQA_ASSIGN_OR_RETURN(qw, t.get(query + ".weight", {w, h}));
+  RAPIDQA_ASSIGN_OR_RETURN(kw, t.get(key + ".weight", {w, h}));
+  RAPIDQA_ASSIGN_OR_RETURN(vw, t.get(value + ".weight", {w, h}));
   return make_fp32_linear(at::cat({qw, kw, vw}, 0), bias, Activation::kNone);
 }
 
@@ -159,23 +162,42 @@ Result<TransformerLayer> build_layer(const TensorLookup& t, const TransformerCon
   const std::string p = n.layer_prefix + std::to_string(index) + ".";
   const std::int64_t h = c.hidden_size;
   TransformerLayer layer;
-  layer.num_heads = c.num_heads;
   layer.head_dim = c.head_dim();
-  // Query, key and value become one product: one pass over the input
-  // instead of three, and bigger matrices keep both cores busy.
-  auto qkv = fused_qkv(t, p + n.query, p + n.key, p + n.value, h);
+  // Structured pruning leaves layers with fewer heads and neurons: their
+  // sizes come from the tensors, checked against what config.json says was
+  // removed.
+  const auto kept = [&](std::int64_t total, const std::map<std::int64_t, std::vector<std::int64_t>>& removed) {
+    std::vector<std::int64_t> ids;
+    const auto it = removed.find(index);
+    for (std::int64_t i = 0; i < total; ++i) {
+      if (it == removed.end() || std::find(it->second.begin(), it->second.end(), i) == it->second.end()) {
+        ids.push_back(i);
+      }
+    }
+    return ids;
+  };
+  layer.head_ids = kept(c.num_heads, c.pruned_heads);
+  layer.neuron_ids = kept(c.intermediate_size, c.pruned_intermediate);
+  layer.num_heads = static_cast<std::int64_t>(layer.head_ids.size());
+  const std::int64_t width = layer.num_heads * layer.head_dim;
+  const std::int64_t inner = static_cast<std::int64_t>(layer.neuron_ids.size());
+  if (width == 0 || inner == 0) {
+    return Status::invalid_argument(
+        fmt::format("layer {}: config.json prunes every head or every FFN neuron; at least one must stay", index));
+  }
+  auto qkv = fused_qkv(t, p + n.query, p + n.key, p + n.value, width, h);
   if (!qkv) return qkv.status();
   layer.qkv = std::move(qkv).value();
-  auto attention_output = dense(t, p + n.attention_output, h, h, Activation::kNone);
+  auto attention_output = dense(t, p + n.attention_output, h, width, Activation::kNone);
   if (!attention_output) return attention_output.status();
   layer.attention_output = std::move(attention_output).value();
   auto attention_norm = layer_norm(t, p + n.attention_norm, h, c.layer_norm_eps);
   if (!attention_norm) return attention_norm.status();
   layer.attention_norm = attention_norm.value();
-  auto intermediate = dense(t, p + n.intermediate, c.intermediate_size, h, c.hidden_act);
+  auto intermediate = dense(t, p + n.intermediate, inner, h, c.hidden_act);
   if (!intermediate) return intermediate.status();
   layer.intermediate = std::move(intermediate).value();
-  auto output = dense(t, p + n.output, h, c.intermediate_size, Activation::kNone);
+  auto output = dense(t, p + n.output, h, inner, Activation::kNone);
   if (!output) return output.status();
   layer.output = std::move(output).value();
   auto output_norm = layer_norm(t, p + n.output_norm, h, c.layer_norm_eps);
@@ -404,6 +426,9 @@ Result<std::shared_ptr<const TransformerModel>> load_transformer(const std::stri
       auto params = read_torchscript_parameters(source);
       if (!params) return params.status();
       tensors = std::move(params).value();
+    }
+    if (Status sparse = load_sparse_weights(tensors); !sparse.is_ok()) {
+      return Status(sparse.code(), fmt::format("{}: {}", source, sparse.message()));
     }
     auto model = build_transformer(config.value(), tensors, source);
     if (!model) return model.status();

@@ -32,6 +32,10 @@ struct LayerNormWeights {
 struct TransformerLayer {
   std::int64_t num_heads = 0;                   // heads left in this layer
   std::int64_t head_dim = 0;
+  // The original indices of the heads and FFN neurons this layer still has
+  // (all of them unless structured pruning removed some), in order.
+  std::vector<std::int64_t> head_ids;
+  std::vector<std::int64_t> neuron_ids;
   std::unique_ptr<LinearOp> qkv;                // [3 * heads * head_dim, hidden]: query rows, key rows, value rows
   std::unique_ptr<LinearOp> attention_output;   // [hidden, heads * head_dim]
   LayerNormWeights attention_norm;
