@@ -229,6 +229,19 @@ TEST_CASE("WordPiece keeps special tokens written in the text whole", "[wordpiec
   CHECK(z.offsets == Offsets{{0, 8}});
 }
 
+TEST_CASE("WordPiece basic_tokens gives the normalised words before WordPiece", "[wordpiece]") {
+  // basic_tokens: the reference's _basic() words, specials cut out first.
+  // Words the vocabulary lacks ("naive" is there, "stop" is not) come out
+  // all the same: this is what a vocabulary builder needs.
+  const std::string text = "Caf\xC3\xA9 NA\xC3\x8FVE, \xE6\x88\x91\xE7\x88\xB1\xE5\x8C\x97\xE4\xBA\xAC! [MASK]don't\xE2\x80\x8B\tstop\xC2\xA0\xC4\xB0";
+  auto words = make().basic_tokens(text);
+  REQUIRE(words.is_ok());
+  CHECK(words.value() == std::vector<std::string>{"cafe", "naive", ",", "\xE6\x88\x91", "\xE7\x88\xB1",
+                                                  "\xE5\x8C\x97", "\xE4\xBA\xAC", "!", "[MASK]", "don", "'", "t",
+                                                  "stop", "i"});
+  CHECK(make().basic_tokens("bad \xFF").status().code() == StatusCode::kInvalidArgument);
+}
+
 TEST_CASE("WordPiece turns words over max_input_chars_per_word into UNK", "[wordpiece]") {
   // long_word_default: 101 characters against the default limit of 100
   const std::string text = std::string(101, 'a') + " hello";

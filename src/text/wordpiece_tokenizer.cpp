@@ -336,8 +336,9 @@ void WordPieceTokenizer::normalize_word(Word& word, std::vector<Word>& tokens) c
   if (!current.empty()) tokens.push_back(std::move(current));
 }
 
+template <typename OnWord>
 void WordPieceTokenizer::basic_tokenize(std::string_view text, std::size_t begin, std::size_t end,
-                                        std::vector<WordPiece>& out) const {
+                                        OnWord&& on_word) const {
   // HF lower-cases the text one character at a time before clean_text, CJK
   // spacing and NFC; the per-word lower() later is then nearly always a no-op.
   Word stream;
@@ -379,7 +380,7 @@ void WordPieceTokenizer::basic_tokenize(std::string_view text, std::size_t begin
     if (word.empty()) return;
     tokens.clear();
     normalize_word(word, tokens);
-    for (const Word& token : tokens) word_piece(token, out);
+    for (const Word& token : tokens) on_word(token);
     word.clear();
   };
   for (const AlignedChar& c : stream) {
@@ -392,7 +393,8 @@ void WordPieceTokenizer::basic_tokenize(std::string_view text, std::size_t begin
   flush();
 }
 
-void WordPieceTokenizer::pieces_of(std::string_view text, std::vector<WordPiece>& out) const {
+template <typename OnWord, typename OnSpecial>
+void WordPieceTokenizer::split_words(std::string_view text, OnWord&& on_word, OnSpecial&& on_special) const {
   // Special tokens are cut out of the raw text first and never normalised
   // (HF's added-token trie); everything between goes through BasicTokenizer.
   // next[i] caches where never_split_[i] occurs next, so many specials in a
@@ -413,11 +415,17 @@ void WordPieceTokenizer::pieces_of(std::string_view text, std::vector<WordPiece>
     }
     if (best == never_split_.size()) break;
     const std::size_t match = next[best];
-    basic_tokenize(text, pos, match, out);
-    out.push_back({token_to_id_.at(never_split_[best]), match, match + never_split_[best].size()});
+    basic_tokenize(text, pos, match, on_word);
+    on_special(token_to_id_.at(never_split_[best]), match, match + never_split_[best].size());
     pos = match + never_split_[best].size();
   }
-  if (pos < text.size()) basic_tokenize(text, pos, text.size(), out);
+  if (pos < text.size()) basic_tokenize(text, pos, text.size(), on_word);
+}
+
+void WordPieceTokenizer::pieces_of(std::string_view text, std::vector<WordPiece>& out) const {
+  split_words(
+      text, [&](const Word& word) { word_piece(word, out); },
+      [&](std::int32_t id, std::size_t begin, std::size_t end) { out.push_back({id, begin, end}); });
 }
 
 std::vector<std::string> WordPieceTokenizer::tokenize(std::string_view text) const {
@@ -437,6 +445,23 @@ Result<std::vector<WordPiece>> WordPieceTokenizer::word_pieces(std::string_view 
   std::vector<WordPiece> pieces;
   pieces_of(text, pieces);
   return pieces;
+}
+
+Result<std::vector<std::string>> WordPieceTokenizer::basic_tokens(std::string_view text) const {
+  const std::size_t bad = find_invalid_utf8(text);
+  if (bad != std::string_view::npos) {
+    return Status::invalid_argument(fmt::format("text is not valid UTF-8 (bad byte at offset {})", bad));
+  }
+  std::vector<std::string> words;
+  split_words(
+      text,
+      [&](const Word& word) {
+        std::string utf8;
+        for (const AlignedChar& c : word) append_utf8(utf8, c.code_point);
+        words.push_back(std::move(utf8));
+      },
+      [&](std::int32_t id, std::size_t, std::size_t) { words.push_back(id_to_token_[static_cast<std::size_t>(id)]); });
+  return words;
 }
 
 TokenizedText WordPieceTokenizer::assemble(const std::vector<WordPiece>& first,

@@ -85,6 +85,14 @@ class WordPieceTokenizer {
   // Error: kInvalidArgument for invalid UTF-8, naming the byte offset.
   Result<std::vector<WordPiece>> word_pieces(std::string_view text) const;
 
+  // The words BERT's BasicTokenizer makes of text before WordPiece splits
+  // them: cleaned, lower-cased and accent-stripped as configured, cut at
+  // white space and punctuation, one CJK ideograph per word; special tokens
+  // written in the text stay whole. A vocabulary that holds all of them
+  // encodes the text without sub-words (the vocabulary builder relies on it).
+  // Error: kInvalidArgument for invalid UTF-8, naming the byte offset.
+  Result<std::vector<std::string>> basic_tokens(std::string_view text) const;
+
   // [CLS] text [SEP], the text cut from the end to fit max_length (which
   // counts the two specials). Errors: kInvalidArgument for invalid UTF-8
   // (byte offset named) or max_length < 2.
@@ -122,9 +130,13 @@ class WordPieceTokenizer {
                                           std::vector<std::string> never_split,
                                           const std::string& source, const char* position_word);
 
+  // Calls on_word(const Word&) for every basic word of text and
+  // on_special(id, begin, end) for every special token cut out of it.
+  template <typename OnWord, typename OnSpecial>
+  void split_words(std::string_view text, OnWord&& on_word, OnSpecial&& on_special) const;
+  template <typename OnWord>
+  void basic_tokenize(std::string_view text, std::size_t begin, std::size_t end, OnWord&& on_word) const;
   void pieces_of(std::string_view text, std::vector<WordPiece>& out) const;
-  void basic_tokenize(std::string_view text, std::size_t begin, std::size_t end,
-                      std::vector<WordPiece>& out) const;
   void normalize_word(Word& word, std::vector<Word>& tokens) const;
   void word_piece(const Word& word, std::vector<WordPiece>& out) const;
   bool is_never_split(const Word& word) const;
