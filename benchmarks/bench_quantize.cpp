@@ -14,6 +14,7 @@
 #include <benchmark/benchmark.h>
 #include <c10/core/InferenceMode.h>
 
+#include <cstdlib>
 #include <map>
 #include <memory>
 
@@ -21,6 +22,9 @@
 #include "compress/quantizer.h"
 #include "model/pooling.h"
 #include "rapidqa/compute_runtime.h"
+#include "rapidqa/knowledge_file.h"
+#include "rapidqa/transformer_encoder.h"
+#include "train/faq_split.h"
 
 namespace {
 
@@ -151,5 +155,51 @@ BENCHMARK(BM_QuantizedFidelity)
     ->Iterations(1)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
+
+}  // namespace
+
+namespace {
+
+// The trained model (RAPIDQA_TRAINED_MODEL, from rapidqa-train) in FP32 and
+// quantized with the auto table: held-out top-1 retrieval on the bundled
+// FAQ, and top-1 agreement between the two. Skipped without the variable.
+void BM_TrainedModelQuantized(benchmark::State& state) {
+  const char* dir = std::getenv("RAPIDQA_TRAINED_MODEL");
+  if (!dir) {
+    state.SkipWithError("set RAPIDQA_TRAINED_MODEL to a rapidqa-train output directory");
+    return;
+  }
+  configure_threads(2);
+  const std::string out = std::string(dir) + "-bench-int8";
+  auto kb = rapidqa::read_knowledge_file(RAPIDQA_BENCH_FAQ);
+  rapidqa::train::FaqSplitOptions split_options;
+  split_options.seed = rapidqa::train::training_split_seed(dir, 1);
+  auto split = rapidqa::train::split_faq(kb.value().entries, split_options).value();
+  rapidqa::QuantizerOptions options;
+  options.precision_table = "auto";
+  options.mode = state.range(0) ? rapidqa::QuantizationMode::kStatic : rapidqa::QuantizationMode::kDynamic;
+  for (const auto& p : split.training) options.calibration_texts.push_back(p.text);
+  if (auto r = rapidqa::quantize_model(dir, out, options); !r) {
+    state.SkipWithError(r.status().to_string().c_str());
+    return;
+  }
+  auto encoder_for = [](const std::string& model_dir) {
+    rapidqa::TransformerEncoderOptions o;
+    o.model_dir = model_dir;
+    auto e = rapidqa::TransformerEncoder::load(o).value();
+    return rapidqa::train::EncodeFn(
+        [e](const std::vector<std::string>& texts, std::vector<float>& v) { return e->encode(texts, v); });
+  };
+  double fp32 = 0, int8 = 0;
+  for (auto _ : state) {
+    fp32 = rapidqa::train::top1_accuracy(encoder_for(dir), split).value().top1();
+    int8 = rapidqa::train::top1_accuracy(encoder_for(out), split).value().top1();
+  }
+  state.counters["fp32_top1"] = fp32;
+  state.counters["int8_top1"] = int8;
+  state.counters["drop_points"] = 100.0 * (fp32 - int8);
+  state.SetLabel(state.range(0) ? "auto static" : "auto dynamic");
+}
+BENCHMARK(BM_TrainedModelQuantized)->ArgName("static")->Arg(0)->Arg(1)->Iterations(1)->Unit(benchmark::kMillisecond);
 
 }  // namespace

@@ -370,7 +370,9 @@ Result<PruningReport> prune_model(const std::string& model_dir, const std::strin
     }
     auto kb = read_knowledge_file(options.knowledge_file);
     if (!kb) return kb.status();
-    auto split = train::split_faq(kb->entries);
+    train::FaqSplitOptions split_options;
+    split_options.seed = train::training_split_seed(model_dir, options.seed);
+    auto split = train::split_faq(kb->entries, split_options);
     if (!split) return split.status();
     const std::shared_ptr<const text::WordPieceTokenizer> tokenizer = bundle->tokenizer;
 

@@ -1,5 +1,9 @@
 #include "train/faq_split.h"
 
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
 #include <cmath>
 #include <unordered_map>
@@ -112,6 +116,18 @@ Result<RetrievalAccuracy> top1_accuracy(const EncodeFn& encode, const FaqSplit& 
     if (split.training[best].entry == split.held_back[q].entry) ++accuracy.correct;
   }
   return accuracy;
+}
+
+std::uint64_t training_split_seed(const std::string& model_dir, std::uint64_t fallback) {
+  std::ifstream in(model_dir + "/training_summary.json");
+  if (!in) return fallback;
+  try {
+    const auto j = nlohmann::json::parse(in);
+    if (j.contains("seed") && j.at("seed").is_number_unsigned()) return j.at("seed").get<std::uint64_t>();
+  } catch (const std::exception&) {
+    // An unreadable summary says nothing about the seed.
+  }
+  return fallback;
 }
 
 }  // namespace rapidqa::train

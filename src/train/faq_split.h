@@ -58,6 +58,11 @@ struct FaqSplitOptions {
 // shared by two entries (naming both: a query could never tell them apart).
 Result<FaqSplit> split_faq(const std::vector<KnowledgeEntry>& entries, const FaqSplitOptions& options = {});
 
+// The split seed a model directory was trained with (the "seed" of the
+// training_summary.json rapidqa-train writes), or `fallback` without one:
+// measuring a model on phrasings it trained on would overstate it.
+std::uint64_t training_split_seed(const std::string& model_dir, std::uint64_t fallback);
+
 // Encodes texts into out as texts.size() rows of equal width, row-major (the
 // shape of Encoder::encode). Vectors need not be normalised.
 using EncodeFn = std::function<Status(const std::vector<std::string>& texts, std::vector<float>& out)>;
