@@ -16,6 +16,17 @@ std::pair<float, float> min_max(const at::Tensor& x) {
   return {lo.item<float>(), hi.item<float>()};
 }
 
+// The smallest and largest values over every batch seen.
+struct RunningRange {
+  bool seen = false;
+  float min = 0.0f, max = 0.0f;
+  void add(float lo, float hi) {
+    min = seen ? std::min(min, lo) : lo;
+    max = seen ? std::max(max, hi) : hi;
+    seen = true;
+  }
+};
+
 class MaxAbsObserver final : public RangeObserver {
  public:
   void observe(const at::Tensor& x) override {
@@ -35,21 +46,13 @@ class MinMaxObserver final : public RangeObserver {
   void observe(const at::Tensor& x) override {
     if (x.numel() == 0) return;
     const auto [lo, hi] = min_max(x);
-    if (!seen_) {
-      min_ = lo;
-      max_ = hi;
-      seen_ = true;
-    } else {
-      min_ = std::min(min_, lo);
-      max_ = std::max(max_, hi);
-    }
+    seen_.add(lo, hi);
   }
-  std::pair<float, float> range() const override { return {min_, max_}; }
+  std::pair<float, float> range() const override { return {seen_.min, seen_.max}; }
   ObserverKind kind() const override { return ObserverKind::kMinMax; }
 
  private:
-  bool seen_ = false;
-  float min_ = 0.0f, max_ = 0.0f;
+  RunningRange seen_;
 };
 
 class MovingAverageObserver final : public RangeObserver {
@@ -118,14 +121,7 @@ class EntropyObserver final : public RangeObserver {
   void observe(const at::Tensor& x) override {
     if (x.numel() == 0) return;
     const auto [lo, hi] = min_max(x);
-    if (!seen_) {
-      min_ = lo;
-      max_ = hi;
-      seen_ = true;
-    } else {
-      min_ = std::min(min_, lo);
-      max_ = std::max(max_, hi);
-    }
+    seen_.add(lo, hi);
     const float batch_abs = std::max(std::fabs(lo), std::fabs(hi));
     if (batch_abs > edge_) grow(batch_abs);
     if (edge_ <= 0.0f) return;
@@ -137,9 +133,9 @@ class EntropyObserver final : public RangeObserver {
   }
 
   std::pair<float, float> range() const override {
-    if (!seen_ || edge_ <= 0.0f) return {0.0f, 0.0f};
+    if (!seen_.seen || edge_ <= 0.0f) return {0.0f, 0.0f};
     const float threshold = best_threshold();
-    return {std::max(min_, -threshold), std::min(max_, threshold)};
+    return {std::max(seen_.min, -threshold), std::min(seen_.max, threshold)};
   }
   ObserverKind kind() const override { return ObserverKind::kEntropy; }
 
@@ -214,8 +210,7 @@ class EntropyObserver final : public RangeObserver {
   std::vector<double> counts_;
   std::size_t levels_;
   float edge_ = 0.0f;  // the histogram covers |x| in [0, edge_)
-  bool seen_ = false;
-  float min_ = 0.0f, max_ = 0.0f;
+  RunningRange seen_;
 };
 
 }  // namespace

@@ -245,10 +245,6 @@ Result<Step> structured_step(const TransformerModel& current, TrainableBert& cur
   // A copy to cut, so a rejected round leaves `current` as it was.
   auto next = model::build_transformer(current.config, model::checkpoint_tensors(current), "pruning");
   if (!next) return next.status();
-  for (std::size_t l = 0; l < current.layers.size(); ++l) {
-    (*next)->layers[l].head_ids = current.layers[l].head_ids;
-    (*next)->layers[l].neuron_ids = current.layers[l].neuron_ids;
-  }
   const Status applied = compress::apply_structured(**next, *plan);
   if (!applied.is_ok()) return applied;
   say(options, fmt::format("removed {} heads and {} FFN neurons", plan->head_count(), plan->neuron_count()));
@@ -276,10 +272,6 @@ Status fine_tune(Step& step, const std::shared_ptr<TrainableBert>& teacher,
   if (!report) return report.status();
   auto runtime = runtime_of(*step.student, *step.runtime);
   if (!runtime) return runtime.status();
-  for (std::size_t l = 0; l < step.runtime->layers.size(); ++l) {
-    (*runtime)->layers[l].head_ids = step.runtime->layers[l].head_ids;
-    (*runtime)->layers[l].neuron_ids = step.runtime->layers[l].neuron_ids;
-  }
   step.runtime = std::move(runtime).value();
   return Status::ok();
 }
