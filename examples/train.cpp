@@ -6,7 +6,7 @@
 // runtime: the two must agree, which checks the saved model.
 //
 //   rapidqa-train --out DIR [--kb FILE] [--epochs N] [--hidden H] [--layers L]
-//                 [--heads A] [--intermediate I] [--seed S] [--quick]
+//                 [--heads A] [--intermediate I] [--positions N] [--seed S] [--quick]
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -49,13 +49,16 @@ struct Shape {
   std::size_t epochs = 40;
 };
 constexpr Shape kQuickShape{128, 2, 4, 512, 12};
-constexpr std::int64_t kMaxPositions = 64;  // FAQ phrasings are far shorter
+// FAQ phrasings are far shorter; --positions widens the table so the model
+// can also be measured (or used) at BERT's usual 128-token sequences.
+constexpr std::int64_t kDefaultPositions = 64;
 
 struct Args {
   std::string out;
   std::string kb = RAPIDQA_DEFAULT_KB;
   bool quick = false;
   std::optional<std::int64_t> hidden, layers, heads, intermediate;
+  std::int64_t positions = kDefaultPositions;
   std::optional<std::size_t> epochs;
   std::optional<std::size_t> batch;
   std::optional<double> learning_rate, temperature, dropout;
@@ -69,8 +72,8 @@ void usage(std::FILE* to) {
   std::fprintf(to,
                "usage: rapidqa-train --out DIR [--kb FILE] [--epochs N] [--hidden H] [--layers L] [--heads A]\n"
                "                     [--intermediate I] [--seed S] [--threads N] [--batch N] [--lr X]\n"
-               "                     [--temperature X] [--dropout X] [--subwords N] [--no-answers]\n"
-               "                     [--quick]\n"
+               "                     [--temperature X] [--dropout X] [--subwords N] [--positions N]\n"
+               "                     [--no-answers] [--quick]\n"
                "  --out DIR          where the model directory is written (created when missing)\n"
                "  --kb FILE          knowledge base JSONL to train on (default: the bundled FAQ)\n"
                "  --epochs N         passes over the training phrasings (default 40; 12 with --quick)\n"
@@ -86,6 +89,7 @@ void usage(std::FILE* to) {
                "  --dropout X        dropout while training (default 0.1)\n"
                "  --subwords N       sub-word pieces to learn; 0: whole words (default 2000, in effect every pair\n"
                "                     of pieces the FAQ's words share twice)\n"
+               "  --positions N      longest sequence the model accepts (default 64)\n"
                "  --no-answers       train on phrasing pairs only, not also phrasing/answer pairs\n"
                "  --quick            a small model and few epochs: well under a minute, for tests\n");
 }
@@ -150,6 +154,8 @@ int parse_args(int argc, char** argv, Args& a) {
       ok = parse_positive(v, a.heads.emplace());
     } else if (arg == "--intermediate") {
       ok = parse_positive(v, a.intermediate.emplace());
+    } else if (arg == "--positions") {
+      ok = parse_positive(v, a.positions);
     } else if (arg == "--threads") {
       ok = parse_positive(v, a.threads);
     } else if (arg == "--subwords") {
@@ -255,7 +261,7 @@ int main(int argc, char** argv) {
   config.num_layers = args.layers.value_or(base.layers);
   config.num_heads = heads;
   config.intermediate_size = args.intermediate.value_or(base.intermediate);
-  config.max_position_embeddings = kMaxPositions;
+  config.max_position_embeddings = args.positions;
   config.type_vocab_size = 2;
   config.pad_token_id = shared_tokenizer->pad_id();
   train::TrainableBertOptions model_options;
@@ -272,7 +278,7 @@ int main(int argc, char** argv) {
   if (args.batch) options.batch_size = *args.batch;
   if (args.learning_rate) options.learning_rate = *args.learning_rate;
   if (args.temperature) options.temperature = *args.temperature;
-  options.max_sequence_length = static_cast<std::size_t>(kMaxPositions);
+  options.max_sequence_length = static_cast<std::size_t>(args.positions);
   std::printf("rapidqa-train: %zu entries, %zu training and %zu held-back phrasings, vocabulary %lld tokens\n",
               split->entry_ids.size(), split->training.size(), split->held_back.size(),
               static_cast<long long>(vocab_size));
