@@ -13,7 +13,8 @@
 //
 // Unstructured pruning (global L1 magnitude with one threshold over every
 // encoder weight, torch.nn.utils.prune.global_unstructured semantics)
-// zeroes weights instead; the saved file stores them compactly.
+// zeroes weights instead, and fine-tuning keeps them zero; the saved file
+// stores them compactly.
 //
 // The output loads like any model directory (engine, rapidqa-encode) and
 // can then be quantized.
@@ -35,7 +36,7 @@ namespace rapidqa {
 enum class PruningMethod {
   kSchedule,    // rounds of structured pruning, fine-tuning and evaluation
   kStructured,  // one structured step (head_fraction, neuron_fraction), then fine-tuning
-  kGlobalL1,    // one global unstructured step (amount), no fine-tuning
+  kGlobalL1,    // one global unstructured step (amount), then fine-tuning with the zeros held
 };
 
 enum class ImportanceMethod { kMagnitude, kTaylor, kHeadMask };
@@ -57,7 +58,7 @@ struct PrunerOptions {
   double start_rate = 0.3;
   double target_reduction = 0.4;
   double max_metric_drop = 0.012;          // stop before top-1 falls more than this below the unpruned model
-  std::size_t max_rounds = 6;
+  std::size_t max_rounds = 10;
   // Fine-tuning after each step (LibTorch AdamW).
   bool fine_tune = true;
   std::size_t fine_tune_epochs = 2;

@@ -315,17 +315,24 @@ at::Tensor TransformerModel::forward(const ModelInputs& inputs) const {
   return x;
 }
 
-std::int64_t TransformerModel::parameter_count() const {
-  std::int64_t n = word_embeddings.numel() + position_embeddings.numel() +
-                   (token_type_embeddings.defined() ? token_type_embeddings.numel() : 0) +
-                   embedding_norm.weight.numel() * 2;
-  for (const auto& l : layers) {
-    for (const LinearOp* op : {l.qkv.get(), l.attention_output.get(), l.intermediate.get(), l.output.get()}) {
-      n += op->in_features() * op->out_features() + op->out_features();
-    }
-    n += 4 * l.attention_norm.weight.numel();
+std::int64_t TransformerLayer::parameter_count() const {
+  std::int64_t n = 4 * attention_norm.weight.numel();
+  for (const LinearOp* op : {qkv.get(), attention_output.get(), intermediate.get(), output.get()}) {
+    n += op->in_features() * op->out_features() + op->out_features();
   }
   return n;
+}
+
+std::int64_t TransformerModel::layer_parameter_count() const {
+  std::int64_t n = 0;
+  for (const auto& l : layers) n += l.parameter_count();
+  return n;
+}
+
+std::int64_t TransformerModel::parameter_count() const {
+  return word_embeddings.numel() + position_embeddings.numel() +
+         (token_type_embeddings.defined() ? token_type_embeddings.numel() : 0) + embedding_norm.weight.numel() * 2 +
+         layer_parameter_count();
 }
 
 std::size_t TransformerModel::weight_bytes() const {

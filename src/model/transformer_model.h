@@ -42,6 +42,9 @@ struct TransformerLayer {
   std::unique_ptr<LinearOp> intermediate;       // [intermediate, hidden], activation fused
   std::unique_ptr<LinearOp> output;             // [hidden, intermediate]
   LayerNormWeights output_norm;
+
+  // Weights, biases and norms: what structured pruning shrinks.
+  std::int64_t parameter_count() const;
 };
 
 struct ModelInputs {
@@ -64,6 +67,7 @@ struct TransformerModel {
   at::Tensor forward(const ModelInputs& inputs) const;
   // Encoder parameters (embeddings and layers, not heads) and their bytes.
   std::int64_t parameter_count() const;
+  std::int64_t layer_parameter_count() const;  // the layers' alone
   std::size_t weight_bytes() const;
 };
 
