@@ -8,6 +8,9 @@
 #include <stdexcept>
 
 #include "model/transformer_checkpoint.h"
+#include "rapidqa/compute_runtime.h"
+#include "rapidqa/knowledge_file.h"
+#include "rapidqa/transformer_encoder.h"
 
 namespace rapidqa::bench {
 namespace {
@@ -77,6 +80,26 @@ std::shared_ptr<model::TransformerModel> fresh_model_for(int shape_index) {
   const auto& shared = model_for(shape_index);
   return model::build_transformer(shared->config, model::checkpoint_tensors(*shared), kShapes[shape_index].name)
       .value();
+}
+
+void configure_threads(int threads) {
+  ComputeThreads t;
+  t.intra_op = threads;
+  (void)configure_compute_threads(t);
+}
+
+train::FaqSplit trained_model_split(const std::string& model_dir) {
+  auto kb = read_knowledge_file(RAPIDQA_BENCH_FAQ);
+  train::FaqSplitOptions split_options;
+  split_options.seed = train::training_split_seed(model_dir, 1);
+  return train::split_faq(kb.value().entries, split_options).value();
+}
+
+train::EncodeFn runtime_encoder(const std::string& model_dir) {
+  TransformerEncoderOptions o;
+  o.model_dir = model_dir;
+  auto encoder = TransformerEncoder::load(o).value();
+  return [encoder](const std::vector<std::string>& texts, std::vector<float>& v) { return encoder->encode(texts, v); };
 }
 
 }  // namespace rapidqa::bench

@@ -3,12 +3,16 @@
 // environment variable RAPIDQA_BENCH_MODELS names a directory holding
 // <shape>/config.json and model.safetensors, the weights found there (the
 // PyTorch comparison scripts write them, so both sides run the same weights).
+// Also what the benchmarks of models share: thread setup, and the trained
+// model's FAQ split and encoder for held-out top-1.
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <string>
 
 #include "model/transformer_model.h"
+#include "train/faq_split.h"
 
 namespace rapidqa::bench {
 
@@ -22,5 +26,15 @@ constexpr Shape kShapes[] = {{"bert-base", 12, 768, 12, 3072}, {"minilm-l6", 6, 
 std::shared_ptr<model::TransformerModel> model_for(int shape_index);
 // A fresh model of the same weights that the caller may rewrite (quantize).
 std::shared_ptr<model::TransformerModel> fresh_model_for(int shape_index);
+
+// LibTorch's intra-op threads for the benchmark that follows.
+void configure_threads(int threads);
+
+// The bundled FAQ split as the rapidqa-train model in `model_dir` was
+// trained on it (its seed read from the directory), for held-out top-1.
+train::FaqSplit trained_model_split(const std::string& model_dir);
+
+// The runtime encoder of a model directory, as top1_accuracy takes it.
+train::EncodeFn runtime_encoder(const std::string& model_dir);
 
 }  // namespace rapidqa::bench

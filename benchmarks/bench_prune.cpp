@@ -24,17 +24,17 @@
 #include <memory>
 #include <string>
 
+#include "bench_models.h"
 #include "model/model_bundle.h"
-#include "rapidqa/compute_runtime.h"
-#include "rapidqa/knowledge_file.h"
 #include "rapidqa/pruner.h"
 #include "rapidqa/quantizer.h"
-#include "rapidqa/transformer_encoder.h"
-#include "train/faq_split.h"
 
 namespace {
 
 namespace fs = std::filesystem;
+using rapidqa::bench::configure_threads;
+using rapidqa::bench::runtime_encoder;
+using rapidqa::bench::trained_model_split;
 using rapidqa::model::ModelInputs;
 using rapidqa::model::TransformerModel;
 
@@ -45,14 +45,6 @@ struct Variant {
   std::shared_ptr<const TransformerModel> model;
   double top1 = 0;
 };
-
-// The bundled FAQ split as the model in `dir` was trained on it.
-rapidqa::train::FaqSplit faq_split_of(const std::string& dir) {
-  auto kb = rapidqa::read_knowledge_file(RAPIDQA_BENCH_FAQ);
-  rapidqa::train::FaqSplitOptions split_options;
-  split_options.seed = rapidqa::train::training_split_seed(dir, 1);
-  return rapidqa::train::split_faq(kb.value().entries, split_options).value();
-}
 
 // The directory of each variant, made once per run; empty with the reason
 // in `error` when the trained model is missing or pruning failed.
@@ -94,7 +86,7 @@ std::string variant_dir(int variant, std::string& error) {
     options.precision_table = "auto";
     // Calibrated on the FAQ's training phrasings, as a user would: auto
     // measures each layer on them.
-    for (const auto& p : faq_split_of(dir).training) options.calibration_texts.push_back(p.text);
+    for (const auto& p : trained_model_split(dir).training) options.calibration_texts.push_back(p.text);
     if (auto r = rapidqa::quantize_model(dir, quantized, options); !r) {
       error = failure = r.status().to_string();
       return {};
@@ -104,24 +96,10 @@ std::string variant_dir(int variant, std::string& error) {
   return dirs[variant] = dir;
 }
 
-double held_out_top1(const std::string& dir) {
-  const auto split = faq_split_of(dir);
-  rapidqa::TransformerEncoderOptions o;
-  o.model_dir = dir;
-  auto encoder = rapidqa::TransformerEncoder::load(o).value();
-  return rapidqa::train::top1_accuracy(
-             [encoder](const std::vector<std::string>& texts, std::vector<float>& v) { return encoder->encode(texts, v); },
-             split)
-      .value()
-      .top1();
-}
-
 void BM_PrunedEncoding(benchmark::State& state) {
   const int variant = static_cast<int>(state.range(0));
   const std::int64_t batch = 8, seq = 128;
-  rapidqa::ComputeThreads threads;
-  threads.intra_op = 2;
-  (void)rapidqa::configure_compute_threads(threads);
+  configure_threads(2);
   std::string error;
   const std::string dir = variant_dir(variant, error);
   if (dir.empty()) {
@@ -138,7 +116,8 @@ void BM_PrunedEncoding(benchmark::State& state) {
     state.SkipWithError("the trained model has fewer than 128 positions: train it with --positions 128");
     return;
   }
-  const double top1 = held_out_top1(dir);
+  const double top1 =
+      rapidqa::train::top1_accuracy(runtime_encoder(dir), trained_model_split(dir)).value().top1();
   c10::InferenceMode inference;
   at::manual_seed(7);
   ModelInputs in;

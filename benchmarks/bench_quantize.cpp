@@ -21,14 +21,13 @@
 #include "bench_models.h"
 #include "compress/quantizer.h"
 #include "model/pooling.h"
-#include "rapidqa/compute_runtime.h"
-#include "rapidqa/knowledge_file.h"
-#include "rapidqa/transformer_encoder.h"
 #include "train/faq_split.h"
 
 namespace {
 
+using rapidqa::bench::configure_threads;
 using rapidqa::bench::kShapes;
+using rapidqa::bench::runtime_encoder;
 using rapidqa::model::ModelInputs;
 using rapidqa::model::TransformerModel;
 
@@ -58,12 +57,6 @@ std::shared_ptr<TransformerModel> variant_model(int shape, int variant) {
   auto report = rapidqa::compress::quantize_transformer(*m, calibration, precision, options);
   if (!report) throw std::runtime_error(report.status().to_string());
   return slot = m;
-}
-
-void configure_threads(int threads) {
-  rapidqa::ComputeThreads t;
-  t.intra_op = threads;
-  (void)rapidqa::configure_compute_threads(t);
 }
 
 void BM_QuantizedForward(benchmark::State& state) {
@@ -171,10 +164,7 @@ void BM_TrainedModelQuantized(benchmark::State& state) {
   }
   configure_threads(2);
   const std::string out = std::string(dir) + "-bench-int8";
-  auto kb = rapidqa::read_knowledge_file(RAPIDQA_BENCH_FAQ);
-  rapidqa::train::FaqSplitOptions split_options;
-  split_options.seed = rapidqa::train::training_split_seed(dir, 1);
-  auto split = rapidqa::train::split_faq(kb.value().entries, split_options).value();
+  const auto split = rapidqa::bench::trained_model_split(dir);
   rapidqa::QuantizerOptions options;
   options.precision_table = "auto";
   options.mode = state.range(0) ? rapidqa::QuantizationMode::kStatic : rapidqa::QuantizationMode::kDynamic;
@@ -183,17 +173,10 @@ void BM_TrainedModelQuantized(benchmark::State& state) {
     state.SkipWithError(r.status().to_string().c_str());
     return;
   }
-  auto encoder_for = [](const std::string& model_dir) {
-    rapidqa::TransformerEncoderOptions o;
-    o.model_dir = model_dir;
-    auto e = rapidqa::TransformerEncoder::load(o).value();
-    return rapidqa::train::EncodeFn(
-        [e](const std::vector<std::string>& texts, std::vector<float>& v) { return e->encode(texts, v); });
-  };
   double fp32 = 0, int8 = 0;
   for (auto _ : state) {
-    fp32 = rapidqa::train::top1_accuracy(encoder_for(dir), split).value().top1();
-    int8 = rapidqa::train::top1_accuracy(encoder_for(out), split).value().top1();
+    fp32 = rapidqa::train::top1_accuracy(runtime_encoder(dir), split).value().top1();
+    int8 = rapidqa::train::top1_accuracy(runtime_encoder(out), split).value().top1();
   }
   state.counters["fp32_top1"] = fp32;
   state.counters["int8_top1"] = int8;

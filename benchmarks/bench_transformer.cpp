@@ -14,12 +14,12 @@
 #include "bench_models.h"
 #include "model/linear_op.h"
 #include "model/transformer_model.h"
-#include "rapidqa/compute_runtime.h"
 
 extern "C" void openblas_set_num_threads(int num_threads);
 
 namespace {
 
+using rapidqa::bench::configure_threads;
 using rapidqa::bench::kShapes;
 using rapidqa::bench::model_for;
 using rapidqa::bench::Shape;
@@ -32,12 +32,6 @@ double forward_flops(const Shape& s, std::int64_t batch, std::int64_t seq) {
   const double h = static_cast<double>(s.hidden), i = static_cast<double>(s.intermediate);
   const double per_layer = 2.0 * rows * (4 * h * h + 2 * h * i) + 2.0 * 2.0 * static_cast<double>(batch) * seq * seq * h;
   return per_layer * static_cast<double>(s.layers);
-}
-
-void configure_threads(int threads) {
-  rapidqa::ComputeThreads t;
-  t.intra_op = threads;
-  (void)rapidqa::configure_compute_threads(t);
 }
 
 void BM_TransformerForward(benchmark::State& state) {
