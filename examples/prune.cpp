@@ -25,8 +25,7 @@ void usage(std::FILE* to) {
                "usage: rapidqa-prune --model IN --out OUT [--kb FILE] [--method schedule|structured|global-l1]\n"
                "                     [--heads F] [--ffn F] [--amount F] [--target F] [--start F] [--max-drop F]\n"
                "                     [--rounds N] [--importance magnitude|taylor|head-mask] [--epochs N]\n"
-               "                     [--no-fine-tune]"
-               " [--export-dense DIR] [--threads N]\n"
+               "                     [--no-fine-tune] [--export-dense DIR] [--threads N]\n"
                "Prunes the model directory IN into OUT and prints the report.\n"
                "  --kb FILE          FAQ (.jsonl) for importance, fine-tuning and held-out top-1 (default: bundled)\n"
                "  --method M         schedule (default), structured (one step), global-l1 (zeros)\n"
@@ -136,8 +135,9 @@ int main(int argc, char** argv) {
       options.fine_tune_epochs = static_cast<std::size_t>(epochs);
     } else if (arg == "--rounds") {
       double rounds = 0;
-      if (!need_number(rounds, true) || rounds < 1) {
-        if (rounds < 1) std::fprintf(stderr, "rapidqa-prune: --rounds needs at least 1\n");
+      if (!need_number(rounds, true)) return 2;
+      if (rounds < 1) {
+        std::fprintf(stderr, "rapidqa-prune: --rounds needs at least 1\n");
         return 2;
       }
       options.max_rounds = static_cast<std::size_t>(rounds);

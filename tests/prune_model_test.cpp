@@ -76,7 +76,7 @@ TEST_CASE("The schedule prunes in rounds to the target and keeps only rounds abo
   std::vector<std::string> progress;
   o.progress = [&](const std::string& line) { progress.push_back(line); };
   const fs::path out = fresh_dir("schedule");
-  auto report = rapidqa::prune_model(kModel, out.string(), o);
+  auto report = prune(out, o);
   REQUIRE(report.is_ok());
 
   REQUIRE_FALSE(report->rounds.empty());
