@@ -242,6 +242,7 @@ rapidqa::SemanticCacheOptions cache_options(std::size_t size, bool approximate) 
   rapidqa::SemanticCacheOptions options;
   options.dimension = kDimension;
   options.capacity = size;
+  options.capacity_bytes = 0;  // measures the index at its full size: no byte bound
   // Exact: never switch to HNSW. Approximate: the default limit.
   if (!approximate) options.exact_index_limit = size + 1;
   // A clock that never moves: nothing expires during a long fill.

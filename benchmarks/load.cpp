@@ -32,6 +32,7 @@
 #include "rapidqa/knowledge_file.h"
 #include "rapidqa/qa_engine.h"
 #include "rapidqa/transformer_encoder.h"
+#include "tool_support.h"
 
 namespace {
 
@@ -66,8 +67,8 @@ std::vector<std::string> split(const std::string& s, char sep) {
   return out;
 }
 
-void usage() {
-  std::fprintf(stderr,
+void usage(std::FILE* to = stderr) {
+  std::fprintf(to,
                "usage: rapidqa-load --model DIR --kb FILE COMMAND [options]\n"
                "  sweep    --qps A,B,C [--modes none,fixed,dynamic,tuned]  p99 and goodput per offered rate\n"
                "  step     --from QPS --to QPS [--mode M]   rate steps up after --before s, runs --after s more\n"
@@ -256,8 +257,14 @@ const char* kHeader = "mode     offered     sent   p50 ms   p95 ms   p99 ms  ans
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int tool_main(int argc, char** argv) {
   Settings s;
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) == "--help" || std::string(argv[i]) == "-h") {
+      usage(stdout);
+      return 0;
+    }
+  }
   try {
     if (!parse(argc, argv, s)) {
       usage();
@@ -376,4 +383,8 @@ int main(int argc, char** argv) {
     return 1;
   }
   return 0;
+}
+
+int main(int argc, char** argv) {
+  return rapidqa::tools::run_tool("rapidqa-load", [&] { return tool_main(argc, argv); });
 }

@@ -73,10 +73,10 @@ typedef struct rqa_engine_options {
   float min_answer_score;              /* best-match cosine below this gives the fallback (0.35) */
   int enable_result_cache;             /* nonzero: exact tier on (1) */
   int enable_semantic_cache;           /* nonzero: similar-question tier on (1) */
-  double result_cache_ttl_seconds;     /* exact tier expiry (300) */
-  double semantic_cache_ttl_seconds;   /* similar-question tier expiry (3600) */
+  double result_cache_ttl_seconds;     /* exact tier expiry (300), in [0.001, 31622400] */
+  double semantic_cache_ttl_seconds;   /* similar-question tier expiry (3600), in [0.001, 31622400] */
   float semantic_similarity_threshold; /* cosine for a similar-question hit (0.92) */
-  int intra_op_threads;                /* model threads; 0 = all cores */
+  int intra_op_threads;                /* model threads; 0 = all cores; at most 4x the cores */
   /* Added in 0.1: user models. NULL or "" = not used. Borrowed during create. */
   const char* encoder_model_dir;       /* BERT-family model directory to encode with (NULL: hashing encoder) */
   const char* reader_model_dir;        /* question-answering model directory for extractive answers */
@@ -87,6 +87,11 @@ typedef struct rqa_engine_options {
    * during create. */
   const char* redis_host;              /* Redis host name or address */
   int redis_port;                      /* Redis TCP port, 1..65535 (6379) */
+  /* Added after 0.1.0: a secret that authenticates cache snapshots with an
+   * HMAC-SHA256; with it, rqa_engine_load_cache_snapshot refuses files not
+   * written with the same key. NULL or "" = checksummed snapshots only.
+   * Borrowed during create (copied). */
+  const char* snapshot_key;
 } rqa_engine_options;
 
 RQA_API void rqa_engine_options_init(rqa_engine_options* options);
@@ -191,6 +196,9 @@ RQA_API const char* rqa_answer_entry_id(const rqa_answer* answer); /* "" when no
 RQA_API int rqa_answer_degraded(const rqa_answer* answer);         /* nonzero when degraded */
 RQA_API const char* rqa_answer_degraded_reason(const rqa_answer* answer);
 RQA_API uint64_t rqa_answer_total_microseconds(const rqa_answer* answer);
+/* Releases an answer (NULL is ignored). The answer and every string
+ * borrowed from it are invalid afterwards; like free(), destroying the same
+ * answer twice is undefined behaviour: set the pointer to NULL after. */
 RQA_API void rqa_answer_destroy(rqa_answer* answer);
 
 /* Quantizes the model directory model_dir to INT8 and writes out_dir, a

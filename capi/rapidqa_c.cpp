@@ -156,17 +156,23 @@ rqa_status rqa_engine_create(const rqa_engine_options* options, rqa_engine** out
       }
       std::memcpy(&c, options, options->struct_size);
     }
-    if (c.result_cache_ttl_seconds < 0 || c.semantic_cache_ttl_seconds < 0) {
-      return fail(RQA_INVALID_ARGUMENT, "cache TTLs must not be negative");
+    // A year at most: longer is a typo, and NaN or a huge value would
+    // overflow the conversion to milliseconds.
+    for (const auto& [name, seconds] : {std::make_pair("result_cache_ttl_seconds", c.result_cache_ttl_seconds),
+                                        std::make_pair("semantic_cache_ttl_seconds", c.semantic_cache_ttl_seconds)}) {
+      if (!(seconds >= 0.001 && seconds <= 366.0 * 86400.0)) {
+        return fail(RQA_INVALID_ARGUMENT, std::string(name) + " must be a number of seconds in [0.001, 31622400], not " +
+                                              std::to_string(seconds));
+      }
     }
     rapidqa::EngineOptions o;
     o.hashing.dimension = c.hashing_dimension;
     o.min_answer_score = c.min_answer_score;
     o.enable_result_cache = c.enable_result_cache != 0;
     o.enable_semantic_cache = c.enable_semantic_cache != 0;
-    o.result_cache.ttl = std::chrono::milliseconds(static_cast<std::int64_t>(c.result_cache_ttl_seconds * 1000.0));
+    o.result_cache.ttl = std::chrono::milliseconds(static_cast<std::int64_t>(std::ceil(c.result_cache_ttl_seconds * 1000.0)));
     o.semantic_cache.ttl =
-        std::chrono::milliseconds(static_cast<std::int64_t>(c.semantic_cache_ttl_seconds * 1000.0));
+        std::chrono::milliseconds(static_cast<std::int64_t>(std::ceil(c.semantic_cache_ttl_seconds * 1000.0)));
     o.semantic_cache.similarity_threshold = c.semantic_similarity_threshold;
     o.threads.intra_op = c.intra_op_threads;
     // Fields past the original layout only count when the caller's struct has them.
@@ -191,6 +197,8 @@ rqa_status rqa_engine_create(const rqa_engine_options* options, rqa_engine** out
       o.redis.host = c.redis_host;
       o.redis.port = c.redis_port;
     }
+    const bool has_key = c.struct_size >= offsetof(rqa_engine_options, snapshot_key) + sizeof(const char*);
+    if (has_key && c.snapshot_key) o.semantic_cache.snapshot_key = c.snapshot_key;
     auto engine = rapidqa::QAEngine::create(std::move(o));
     if (!engine) return report(engine.status());
     *out = new rqa_engine{std::move(engine).value()};

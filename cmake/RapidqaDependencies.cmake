@@ -13,6 +13,8 @@ find_package(fmt REQUIRED)
 find_package(nlohmann_json 3 REQUIRED)
 find_package(utf8proc REQUIRED)
 find_package(Threads REQUIRED)
+# libcrypto: HMAC-SHA256 for keyed semantic-cache snapshots.
+find_package(OpenSSL REQUIRED COMPONENTS Crypto)
 # hiredis ships a pkg-config file but no CMake config on Debian 12.
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(HIREDIS REQUIRED IMPORTED_TARGET hiredis)
@@ -23,7 +25,7 @@ separate_arguments(RAPIDQA_TORCH_CXX_FLAGS UNIX_COMMAND "${TORCH_CXX_FLAGS}")
 
 set(RAPIDQA_PRIVATE_DEPS
   faiss ${TORCH_LIBRARIES} DNNL::dnnl fmt::fmt nlohmann_json::nlohmann_json
-  utf8proc::utf8proc PkgConfig::HIREDIS OpenMP::OpenMP_CXX ${BLAS_LIBRARIES} Threads::Threads)
+  utf8proc::utf8proc PkgConfig::HIREDIS OpenSSL::Crypto OpenMP::OpenMP_CXX ${BLAS_LIBRARIES} Threads::Threads)
 
 find_program(CCACHE_PROGRAM ccache)
 if(CCACHE_PROGRAM AND NOT CMAKE_CXX_COMPILER_LAUNCHER)

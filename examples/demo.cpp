@@ -15,6 +15,8 @@
 
 #include <rapidqa/qa_engine.h>
 #include <rapidqa/transformer_encoder.h>
+#include "common/line_reader.h"
+#include "tool_support.h"
 
 #ifndef RAPIDQA_DEFAULT_KB
 #define RAPIDQA_DEFAULT_KB "examples/data/faq.jsonl"
@@ -119,7 +121,7 @@ nlohmann::json to_json(const std::string& question, const rapidqa::Answer& a) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int tool_main(int argc, char** argv) {
   DemoOptions options;
   if (const int rc = parse_args(argc, argv, options); rc != 0) return rc < 0 ? 0 : rc;
 
@@ -180,14 +182,16 @@ int main(int argc, char** argv) {
     if (!answer) {
       ++failures;
       if (options.json) {
-        std::cout << nlohmann::json{{"question", question}, {"error", answer.status().to_string()}}.dump() << "\n";
+        // The question is echoed clipped: it may be megabytes long.
+        const std::string shown = question.size() > 256 ? question.substr(0, 256) + "..." : question;
+        std::cout << rapidqa::tools::json_line({{"question", shown}, {"error", answer.status().to_string()}}) << "\n";
       } else {
         std::fprintf(stderr, "error: %s\n", answer.status().to_string().c_str());
       }
       return;
     }
     if (options.json) {
-      std::cout << to_json(question, *answer).dump() << "\n";
+      std::cout << rapidqa::tools::json_line(to_json(question, *answer)) << "\n";
     } else {
       std::cout << answer->text << "\n"
                 << fmt::format("  [{} | entry {} | score {:.3f} | {:.1f} us]\n",
@@ -202,7 +206,14 @@ int main(int argc, char** argv) {
     for (const auto& q : options.questions) answer_one(q);
   } else if (!options.version || argc > 2) {
     std::string line;
-    while (std::getline(std::cin, line)) {
+    for (std::size_t number = 1;; ++number) {
+      const auto read = rapidqa::detail::read_bounded_line(std::cin, line);
+      if (read == rapidqa::detail::LineRead::kEnd) break;
+      if (read == rapidqa::detail::LineRead::kTooLong) {
+        std::fprintf(stderr, "rapidqa-demo: input line %zu is longer than %zu bytes; stopping\n", number,
+                     rapidqa::detail::kDefaultMaxLineBytes);
+        return 1;
+      }
       if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
       answer_one(line);
     }
@@ -210,4 +221,8 @@ int main(int argc, char** argv) {
   if (options.stats) std::fputs((*engine)->metrics().format_table().c_str(), options.json ? stderr : stdout);
   if (options.prometheus) std::fputs((*engine)->metrics().format_prometheus().c_str(), options.json ? stderr : stdout);
   return failures == 0 ? 0 : 1;
+}
+
+int main(int argc, char** argv) {
+  return rapidqa::tools::run_tool("rapidqa-demo", [&] { return tool_main(argc, argv); });
 }

@@ -1,10 +1,17 @@
 // The smallest C++ service that embeds rapidqa: load a FAQ, ask a question.
 // Usage: rapidqa-embed FAQ.jsonl "question"
 #include <cstdio>
+#include <cstring>
 
 #include <rapidqa/qa_engine.h>
 
-int main(int argc, char** argv) {
+#include "tool_support.h"
+
+int tool_main(int argc, char** argv) {
+  if (argc == 2 && (std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0)) {
+    std::printf("usage: %s FAQ.jsonl QUESTION\n", argv[0]);
+    return 0;
+  }
   if (argc != 3) {
     std::fprintf(stderr, "usage: %s FAQ.jsonl QUESTION\n", argv[0]);
     return 2;
@@ -27,4 +34,8 @@ int main(int argc, char** argv) {
   std::printf("%s\n[%s, entry %s, score %.3f]\n", answer->text.c_str(), rapidqa::answer_tier_name(answer->tier),
               answer->entry_id().c_str(), static_cast<double>(answer->score));
   return 0;
+}
+
+int main(int argc, char** argv) {
+  return rapidqa::tools::run_tool("rapidqa-embed", [&] { return tool_main(argc, argv); });
 }

@@ -15,6 +15,8 @@
 #include <rapidqa/compute_runtime.h>
 #include <rapidqa/text_normalizer.h>
 #include <rapidqa/transformer_encoder.h>
+#include "common/line_reader.h"
+#include "tool_support.h"
 
 namespace {
 
@@ -40,7 +42,7 @@ bool parse_size(const char* text, std::size_t& out) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int tool_main(int argc, char** argv) {
   rapidqa::TransformerEncoderOptions options;
   options.normalize = false;
   bool tokens = false;
@@ -85,7 +87,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   rapidqa::ComputeThreads compute;
-  compute.intra_op = static_cast<int>(threads);
+  compute.intra_op = rapidqa::tools::thread_count_arg(threads);
   if (auto s = rapidqa::configure_compute_threads(compute); !s.is_ok()) {
     std::fprintf(stderr, "rapidqa-encode: %s\n", s.to_string().c_str());
     return 2;
@@ -105,7 +107,7 @@ int main(int argc, char** argv) {
     if (tokens) {
       auto ids = (*encoder)->token_ids(texts);
       if (!ids) return ids.status();
-      for (const auto& row : *ids) rows.push_back(nlohmann::json(row).dump());
+      for (const auto& row : *ids) rows.push_back(rapidqa::tools::json_line(nlohmann::json(row)));
       return rows;
     }
     std::vector<float> out;
@@ -143,13 +145,24 @@ int main(int argc, char** argv) {
     lines.clear();
   };
   std::string line;
-  while (std::getline(std::cin, line)) {
+  for (;;) {
+    const auto read = rapidqa::detail::read_bounded_line(std::cin, line);
+    if (read == rapidqa::detail::LineRead::kEnd) break;
     ++line_number;
-    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (read == rapidqa::detail::LineRead::kTooLong) {
+      flush();
+      std::fprintf(stderr, "rapidqa-encode: line %zu is longer than %zu bytes; stopping\n", line_number,
+                   rapidqa::detail::kDefaultMaxLineBytes);
+      return 1;
+    }
     lines.push_back(line);
     if (lines.size() == batch) flush();
   }
   flush();
   if (line_number > 1000) std::fprintf(stderr, "rapidqa-encode: %zu lines\n", line_number);
   return failures == 0 ? 0 : 1;
+}
+
+int main(int argc, char** argv) {
+  return rapidqa::tools::run_tool("rapidqa-encode", [&] { return tool_main(argc, argv); });
 }

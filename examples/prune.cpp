@@ -17,6 +17,7 @@
 
 #include <rapidqa/compute_runtime.h>
 #include <rapidqa/pruner.h>
+#include "tool_support.h"
 
 namespace {
 
@@ -55,7 +56,7 @@ bool parse_number(const char* text, double& out) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int tool_main(int argc, char** argv) {
   rapidqa::PrunerOptions options;
   options.knowledge_file = RAPIDQA_DEFAULT_KB;
   std::string model_dir, out_dir;
@@ -164,7 +165,7 @@ int main(int argc, char** argv) {
   // core, which halves fine-tuning speed and skews the latency on SMT cores.
   {
     rapidqa::ComputeThreads t;
-    t.intra_op = static_cast<int>(threads);  // 0: every core
+    t.intra_op = rapidqa::tools::thread_count_arg(threads);  // 0: every core
     if (auto s = rapidqa::configure_compute_threads(t); !s.is_ok()) {
       std::fprintf(stderr, "rapidqa-prune: %s\n", s.to_string().c_str());
       return 2;
@@ -179,4 +180,8 @@ int main(int argc, char** argv) {
   std::fputs(report->to_text().c_str(), stdout);
   std::printf("wrote %s\n", out_dir.c_str());
   return 0;
+}
+
+int main(int argc, char** argv) {
+  return rapidqa::tools::run_tool("rapidqa-prune", [&] { return tool_main(argc, argv); });
 }

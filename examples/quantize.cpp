@@ -18,6 +18,7 @@
 
 #include <rapidqa/compute_runtime.h>
 #include <rapidqa/quantizer.h>
+#include "tool_support.h"
 
 namespace {
 
@@ -42,7 +43,7 @@ bool parse_positive(const char* text, double& out) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int tool_main(int argc, char** argv) {
   rapidqa::QuantizerOptions options;
   std::string model_dir, out_dir, calib = RAPIDQA_DEFAULT_KB;
   double calib_limit = 0, threads = 0;
@@ -99,7 +100,7 @@ int main(int argc, char** argv) {
   }
   if (threads > 0) {
     rapidqa::ComputeThreads runtime;
-    runtime.intra_op = static_cast<int>(threads);
+    runtime.intra_op = rapidqa::tools::thread_count_arg(threads);
     if (auto s = rapidqa::configure_compute_threads(runtime); !s.is_ok()) {
       std::fprintf(stderr, "rapidqa-quantize: %s\n", s.to_string().c_str());
       return 2;
@@ -123,4 +124,8 @@ int main(int argc, char** argv) {
   std::fputs(report->to_text().c_str(), stdout);
   std::printf("wrote %s\n", out_dir.c_str());
   return 0;
+}
+
+int main(int argc, char** argv) {
+  return rapidqa::tools::run_tool("rapidqa-quantize", [&] { return tool_main(argc, argv); });
 }

@@ -29,6 +29,7 @@
 #include "train/faq_split.h"
 #include "train/trainable_bert.h"
 #include "train/vocabulary_builder.h"
+#include "tool_support.h"
 
 #ifndef RAPIDQA_DEFAULT_KB
 #define RAPIDQA_DEFAULT_KB "examples/data/faq.jsonl"
@@ -214,7 +215,7 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int tool_main(int argc, char** argv) {
   Args args;
   if (int rc = parse_args(argc, argv, args); rc != 0) return rc < 0 ? 0 : rc;
   const Shape base = args.quick ? kQuickShape : Shape{};
@@ -393,4 +394,8 @@ int main(int argc, char** argv) {
     return 1;
   }
   return 0;
+}
+
+int main(int argc, char** argv) {
+  return rapidqa::tools::run_tool("rapidqa-train", [&] { return tool_main(argc, argv); });
 }

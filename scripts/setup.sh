@@ -30,7 +30,7 @@ packages=(
   build-essential cmake ninja-build ccache pkg-config git
   libtorch-dev libfaiss-dev libdnnl-dev ocl-icd-opencl-dev opencl-c-headers
   libopenblas0-pthread libopenblas-dev liblapack-dev
-  libfmt-dev nlohmann-json3-dev libutf8proc-dev libhiredis-dev redis-server
+  libfmt-dev nlohmann-json3-dev libutf8proc-dev libhiredis-dev redis-server libssl-dev
   catch2 libbenchmark-dev
   python3-torch
 )

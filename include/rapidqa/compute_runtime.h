@@ -16,10 +16,16 @@ namespace rapidqa {
 
 struct ComputeThreads {
   int intra_op = 0;  // threads for one model call (LibTorch, oneDNN, OpenBLAS); 0 = all cores
-  int search = 1;    // OpenMP threads FAISS uses for one query batch
+  int search = 1;    // OpenMP threads FAISS uses for one query batch; 0 = 1
 };
 
-// Applies the thread counts process-wide. kInvalidArgument on negatives.
+// The largest thread count configure_compute_threads() accepts: 4 x the
+// cores std::thread::hardware_concurrency() reports, and at least 4.
+RAPIDQA_EXPORT int max_compute_threads();
+
+// Applies the thread counts process-wide. kInvalidArgument, naming the
+// field and the limit, for a count below 0 or above max_compute_threads();
+// nothing is changed then.
 RAPIDQA_EXPORT Status configure_compute_threads(const ComputeThreads& threads);
 
 // One line per component: rapidqa, LibTorch, FAISS, oneDNN, OpenBLAS (with

@@ -26,6 +26,9 @@ namespace rapidqa {
 struct KnowledgeFileOptions {
   bool skip_invalid_lines = false;  // keep the good lines of a file with bad ones
   std::size_t max_errors_reported = 20;  // the message lists at most this many bad lines
+  // The longest line read (16 MiB): a longer one refuses the whole file
+  // with kOutOfRange, so an endless line (/dev/zero) cannot exhaust memory.
+  std::size_t max_line_bytes = std::size_t{16} << 20;
 };
 
 struct KnowledgeLineError {

@@ -35,7 +35,10 @@ class RAPIDQA_EXPORT Reader {
 };
 
 struct ExtractiveReaderOptions {
-  std::string model_dir;                  // a BertForQuestionAnswering checkpoint (qa_outputs head)
+  // A BertForQuestionAnswering checkpoint (qa_outputs head), loaded and
+  // checked as TransformerEncoder loads one: a TorchScript .pt file in it
+  // must come from a trusted source (see transformer_encoder.h).
+  std::string model_dir;
   std::size_t max_sequence_length = 384;  // question + passage tokens per pair; the passage is truncated first
   std::size_t max_answer_tokens = 30;     // longest span considered
   std::size_t candidates_per_end = 20;    // top start and end positions combined per passage

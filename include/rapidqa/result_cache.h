@@ -28,7 +28,11 @@ namespace rapidqa {
 
 struct ResultCacheOptions {
   std::size_t capacity = 100000;              // most entries kept (all shards together); 0 keeps nothing
-  std::size_t capacity_bytes = 0;             // most bytes of answers and keys kept; 0 = no byte bound
+  // Most bytes of answers and keys kept (256 MiB; 0 = no byte bound). Each
+  // answer counts its whole text although tiers share one copy of a text,
+  // so the bound holds however the answers overlap. Split evenly between
+  // the shards: one answer larger than a shard's share is not cached.
+  std::size_t capacity_bytes = std::size_t{256} << 20;
   std::chrono::milliseconds ttl{5 * 60 * 1000};  // expiry (5 min); an insert may ask for less
   ExpiryMode expiry = ExpiryMode::kAbsolute;  // TTL from insertion, or from the last hit
   EvictionPolicy eviction = EvictionPolicy::kLeastRecentlyUsed;  // what goes first when full

@@ -40,7 +40,7 @@ struct SemanticCacheOptions {
   std::chrono::milliseconds ttl{60 * 60 * 1000};// expiry (1 h); an insert may ask for less
   ExpiryMode expiry = ExpiryMode::kAbsolute;    // TTL from insertion, or from the last hit
   std::size_t capacity = 100000;                // most entries, all namespaces together; 0 keeps nothing
-  std::size_t capacity_bytes = 0;               // most bytes (answers, questions, vectors, index); 0 = no bound
+  std::size_t capacity_bytes = std::size_t{256} << 20;  // most bytes (answers, questions, vectors, index; 256 MiB); 0 = no bound
   EvictionPolicy eviction = EvictionPolicy::kLeastRecentlyUsed;  // what goes first when full
   std::size_t exact_index_limit = 4096;         // above this many vectors, search HNSW instead of flat
   // The HNSW graph of each namespace (see README "Semantic cache at scale":
@@ -50,6 +50,11 @@ struct SemanticCacheOptions {
   int hnsw_build_breadth = 80;                  // candidates kept while inserting (efConstruction), >= 1
   int hnsw_search_breadth = 64;                 // candidates kept while searching (efSearch), >= 1
   std::shared_ptr<Clock> clock;                 // time source; null = steady clock
+  // A secret that authenticates snapshots (HMAC-SHA256): when set, saved
+  // snapshots carry a MAC and load_snapshot refuses any file without a
+  // matching one. Empty: snapshots are checksummed only, which catches
+  // accidents, not someone who can write the file.
+  std::string snapshot_key;
 };
 
 // Per-lookup settings.
@@ -108,6 +113,9 @@ class RAPIDQA_EXPORT SemanticCache {
   // the cache's TTL or ttl when positive and shorter. A cached question of
   // that namespace at similarity >= 0.999 is replaced rather than
   // duplicated. When full (entries or bytes) the eviction policy makes room.
+  // Nothing is stored for a vector that is not finite and unit length, or an
+  // answer that could never be invalidated (no entry match, a fallback, a
+  // non-finite score): such an entry would hit every question or none.
   void insert(const float* vector, const std::string& question, Answer answer, const std::string& tenant = "",
               std::chrono::milliseconds ttl = std::chrono::milliseconds(0));
 
@@ -139,6 +147,11 @@ class RAPIDQA_EXPORT SemanticCache {
   // kNotFound; a corrupt, truncated or other-version file, or one of another
   // dimension, is refused whole (kDataLoss / kFailedPrecondition) and the
   // cache is left empty: it never serves entries from a half-read file.
+  // A snapshot is data, not trusted code, and its checksum only catches
+  // accidents: every entry is validated (finite unit vectors, known tiers,
+  // entry provenance, bounded sizes and nesting) and a file with a bad one
+  // is refused whole with the entry named. A file larger than 4x
+  // capacity_bytes (at least 64 MiB) is refused with kOutOfRange unread.
   // keep decides, per cached answer, whether it may be loaded (null: all).
   Result<std::size_t> load_snapshot(const std::string& path,
                                     const std::function<bool(const Answer&)>& keep = nullptr);

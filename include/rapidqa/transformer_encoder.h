@@ -6,6 +6,14 @@
 // implements Encoder, so QAEngine retrieves and caches with it instead of
 // the HashingEncoder.
 //
+// Model files are checked as they load: sizes in config.json are bounded,
+// every weight must be finite, INT8 scales positive, and every byte range
+// of model.safetensors inside the file. A TorchScript .pt file is a program
+// as much as a checkpoint: rapidqa reads only its tensors (no code in it is
+// compiled or run), but its archive format is far less constrained than
+// safetensors, so take .pt files only from a trusted source and prefer
+// model.safetensors for models from anyone else.
+//
 // Thread safety: thread-safe. Model calls are serialised internally: one
 // call uses every intra-op thread, and two at once would only fight over
 // the cores.

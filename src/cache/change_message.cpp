@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "common/bounded_json.h"
 #include "rapidqa/knowledge_file.h"
 
 namespace rapidqa::cache {
@@ -59,8 +60,11 @@ std::string encode_gap_message(const std::string& origin) {
 }
 
 Result<ChangeMessage> parse_change_message(std::string_view text) {
-  const json message = json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
-  if (message.is_discarded()) return malformed("not valid JSON");
+  // A message comes from any client of the Redis server: bounded nesting,
+  // no duplicate keys, errors that quote little of it.
+  auto parsed_message = detail::parse_json_bounded(text);
+  if (!parsed_message) return malformed(parsed_message.status().message());
+  const json& message = parsed_message.value();
   if (!message.is_object()) return malformed(fmt::format("expected a JSON object, got {}", message.type_name()));
 
   const auto version = message.find("v");
@@ -92,7 +96,7 @@ Result<ChangeMessage> parse_change_message(std::string_view text) {
   else if (kind == "remove") out.change.kind = Kind::kRemove;
   else if (kind == "invalidate") out.change.kind = Kind::kInvalidate;
   else if (kind == "reload") out.change.kind = Kind::kReload;
-  else return malformed(fmt::format("unknown kind '{}'", kind));
+  else return malformed(fmt::format("unknown kind '{}'", detail::clip_for_message(kind, 32)));
 
   if (out.change.kind != Kind::kReload) {
     Status id = string_field("entry_id", true, out.change.entry_id);
@@ -106,10 +110,11 @@ Result<ChangeMessage> parse_change_message(std::string_view text) {
   if (out.change.kind == Kind::kUpsert) {
     const auto entry = message.find("entry");
     if (entry == message.end() || !entry->is_object()) return malformed("an upsert needs an 'entry' object");
-    auto parsed = parse_knowledge_entry_json(entry->dump());
+    auto parsed = parse_knowledge_entry_json(entry->dump(-1, ' ', false, json::error_handler_t::replace));
     if (!parsed) return malformed("field 'entry': " + parsed.status().message());
     if (parsed->id != out.change.entry_id) {
-      return malformed(fmt::format("entry id '{}' differs from entry_id '{}'", parsed->id, out.change.entry_id));
+      return malformed(fmt::format("entry id '{}' differs from entry_id '{}'", parsed->id,
+                                   detail::clip_for_message(out.change.entry_id, 64)));
     }
     parsed->version = out.change.version;
     out.change.entry = std::move(parsed).value();

@@ -6,14 +6,14 @@
 #include <mutex>
 #include <vector>
 
-#include "cache/answer_bytes.h"
 #include "cache/answer_provenance.h"
+#include "cache/cached_answer.h"
 #include "cache/tier_store.h"
 
 namespace rapidqa {
 namespace {
 
-using Store = cache::TierStore<std::string, Answer>;
+using Store = cache::TierStore<std::string, cache::CachedAnswer>;
 
 // One lock domain with its own share of the bounds.
 struct Shard {
@@ -22,9 +22,9 @@ struct Shard {
   Store store;  // guarded by mu
 };
 
-std::size_t item_bytes(const std::string& key, const Answer& answer) {
+std::size_t item_bytes(const std::string& key, const cache::CachedAnswer& answer) {
   // The key is held twice: in the item and in the store's index.
-  return 2 * key.capacity() + cache::answer_bytes(answer) + sizeof(Store::Item) + 32;
+  return 2 * key.capacity() + answer.bytes() + sizeof(Store::Item) + 32;
 }
 
 constexpr auto kIgnoreRemoval = [](const Store::Item&, cache::Removal) {};
@@ -77,15 +77,16 @@ std::optional<Answer> ResultCache::lookup(const std::string& key) {
   }
   shard.store.record_hit(*item, now);
   impl_->hits.fetch_add(1, std::memory_order_relaxed);
-  return item->value;
+  return item->value.answer();
 }
 
 void ResultCache::insert(const std::string& key, Answer answer, std::chrono::milliseconds ttl) {
   Shard& shard = impl_->shard_for(key);
   const auto now = impl_->options.clock->now();
-  const std::size_t bytes = item_bytes(key, answer);
+  cache::CachedAnswer cached(std::move(answer));
+  const std::size_t bytes = item_bytes(key, cached);
   std::lock_guard<std::mutex> lock(shard.mu);
-  shard.store.insert(key, std::move(answer), bytes, ttl, now, kIgnoreRemoval);
+  shard.store.insert(key, std::move(cached), bytes, ttl, now, kIgnoreRemoval);
 }
 
 std::optional<Answer> ResultCache::lookup_stale(const std::string& key, std::chrono::milliseconds max_age,
@@ -100,7 +101,7 @@ std::optional<Answer> ResultCache::lookup_stale(const std::string& key, std::chr
     return std::nullopt;
   }
   if (age) *age = std::chrono::duration_cast<std::chrono::milliseconds>(expired);
-  return item->value;
+  return item->value.answer();
 }
 
 bool ResultCache::erase(const std::string& key) {
@@ -115,7 +116,7 @@ std::size_t ResultCache::invalidate_entry(const std::string& entry_id, std::vect
   for (auto& shard : impl_->shards) {
     std::lock_guard<std::mutex> lock(shard->mu);
     removed += shard->store.erase_if(
-        [&](const Store::Item& item) { return cache::built_from(item.value, entry_id); },
+        [&](const Store::Item& item) { return cache::built_from(item.value.metadata(), entry_id); },
         [&](const Store::Item& item) {
           if (hot_keys && item.hits.load(std::memory_order_relaxed) >= min_hits) hot_keys->push_back(item.key);
         });

@@ -11,11 +11,12 @@
 
 #include <fmt/format.h>
 
-#include "cache/answer_bytes.h"
 #include "cache/answer_provenance.h"
+#include "cache/cached_answer.h"
 #include "cache/near_miss_guard.h"
 #include "cache/snapshot_codec.h"
 #include "cache/tier_store.h"
+#include "common/bounded_json.h"
 #include "common/guard.h"
 #include "index/simd_flat_index.h"
 #include "index/vector_index.h"
@@ -24,7 +25,7 @@ namespace rapidqa {
 namespace {
 
 struct CachedEntry {
-  Answer answer;
+  cache::CachedAnswer answer;
   std::string question;  // normalised, for the near-miss check
   std::string tenant;
 };
@@ -33,6 +34,10 @@ using Store = cache::TierStore<std::int64_t, CachedEntry>;
 
 // Similarity at which a new question counts as the same cached question.
 constexpr float kSameQuestionSimilarity = 0.999f;
+// Bounds of what a snapshot may hold (the engine refuses longer tenants and
+// questions before they are ever cached).
+constexpr std::size_t kMaxTenantBytes = 256;
+constexpr std::size_t kMaxCachedQuestionBytes = 1 << 20;
 // Nearest neighbours inspected per lookup, so a few expired entries at the
 // top do not hide a live one just behind them.
 constexpr std::size_t kLookupNeighbors = 4;
@@ -102,7 +107,7 @@ struct SemanticCache::Impl {
   // mu held exclusively.
   void store_entry(const float* vector, CachedEntry entry, Clock::duration ttl, Clock::time_point now,
                    std::optional<Clock::duration> left = std::nullopt) {
-    const std::size_t bytes = sizeof(Store::Item) + cache::answer_bytes(entry.answer) + entry.question.capacity() +
+    const std::size_t bytes = sizeof(Store::Item) + entry.answer.bytes() + entry.question.capacity() +
                               entry.tenant.capacity() + vector_bytes;
     const std::int64_t label = next_label;
     const std::string tenant = entry.tenant;
@@ -115,6 +120,15 @@ struct SemanticCache::Impl {
     }
     ++next_label;
     index_for(tenant).upsert(label, vector);
+  }
+
+  // Drops the namespace's cached question this vector repeats (similarity
+  // >= 0.999), which a new insert replaces; needs mu held exclusively.
+  void erase_same_question(const std::string& tenant, const float* vector) {
+    const auto index = indexes.find(tenant);
+    if (index == indexes.end()) return;
+    const auto nearest = index->second.search(vector, 1);
+    if (!nearest.empty() && nearest.front().similarity >= kSameQuestionSimilarity) erase_label(nearest.front().label);
   }
 
   template <typename Pred>
@@ -153,6 +167,12 @@ SemanticCache::~SemanticCache() = default;
 SemanticLookup SemanticCache::lookup(const float* vector, const std::string& question,
                                     const SemanticQuery& query) const {
   SemanticLookup result;
+  // A non-finite query (a broken encoder) compares as "not below the
+  // threshold" with every cached vector: it must never hit.
+  if (!cache::cached_vector_problem(vector, impl_->options.dimension).empty()) {
+    impl_->misses.fetch_add(1, std::memory_order_relaxed);
+    return result;
+  }
   const auto now = impl_->options.clock->now();
   std::shared_lock<std::shared_mutex> lock(impl_->mu);
   const float threshold = impl_->threshold_for(query);
@@ -172,7 +192,7 @@ SemanticLookup SemanticCache::lookup(const float* vector, const std::string& que
         continue;
       }
       impl_->store.record_hit(*item, now);
-      result.answer = item->value.answer;
+      result.answer = item->value.answer.answer();
       break;
     }
   }
@@ -184,15 +204,15 @@ SemanticLookup SemanticCache::lookup(const float* vector, const std::string& que
 void SemanticCache::insert(const float* vector, const std::string& question, Answer answer, const std::string& tenant,
                            std::chrono::milliseconds ttl) {
   if (impl_->options.capacity == 0) return;
+  // A vector that is not unit length (a NaN from a broken model, a zero
+  // vector) would match everything or nothing: it is never cached, and an
+  // answer without provenance could never be invalidated.
+  if (!cache::cached_vector_problem(vector, impl_->options.dimension).empty()) return;
+  if (!cache::cached_answer_problem(answer).empty()) return;
   const auto now = impl_->options.clock->now();
   std::unique_lock<std::shared_mutex> lock(impl_->mu);
-  if (const auto index = impl_->indexes.find(tenant); index != impl_->indexes.end()) {
-    const auto nearest = index->second.search(vector, 1);
-    if (!nearest.empty() && nearest.front().similarity >= kSameQuestionSimilarity) {
-      impl_->erase_label(nearest.front().label);
-    }
-  }
-  impl_->store_entry(vector, CachedEntry{std::move(answer), question, tenant}, ttl, now);
+  impl_->erase_same_question(tenant, vector);
+  impl_->store_entry(vector, CachedEntry{cache::CachedAnswer(std::move(answer)), question, tenant}, ttl, now);
 }
 
 Status SemanticCache::set_tenant_threshold(const std::string& tenant, std::optional<float> threshold) {
@@ -222,7 +242,7 @@ std::vector<CachedQuestion> SemanticCache::displace(const float* vectors, std::s
         const auto neighbours = index.search(vectors + p * d, k);
         for (const auto& n : neighbours) {
           const Store::Item* item = impl_->store.find(n.label);
-          if (item && n.similarity > item->value.answer.score) doomed.push_back(n.label);
+          if (item && n.similarity > item->value.answer.metadata().score) doomed.push_back(n.label);
         }
         if (neighbours.size() < k || neighbours.back().similarity < min_score) break;
       }
@@ -242,7 +262,7 @@ std::vector<CachedQuestion> SemanticCache::displace(const float* vectors, std::s
 std::size_t SemanticCache::invalidate_entry(const std::string& entry_id) {
   std::unique_lock<std::shared_mutex> lock(impl_->mu);
   const std::size_t removed =
-      impl_->erase_where([&](const Store::Item& item) { return cache::built_from(item.value.answer, entry_id); });
+      impl_->erase_where([&](const Store::Item& item) { return cache::built_from(item.value.answer.metadata(), entry_id); });
   impl_->invalidations.fetch_add(removed, std::memory_order_relaxed);
   return removed;
 }
@@ -273,18 +293,22 @@ Status SemanticCache::save_snapshot(const std::string& path) const {
              {"answer_ttl_ms", std::chrono::duration_cast<std::chrono::milliseconds>(item.ttl).count()},
              {"vector", nlohmann::json::binary(std::vector<std::uint8_t>(
                             bytes, bytes + impl_->options.dimension * sizeof(float)))},
-             {"answer", cache::answer_to_json(item.value.answer)}});
+             {"answer", cache::answer_to_json(item.value.answer.answer())}});
       });
     }
     const nlohmann::json doc = {{"dimension", impl_->options.dimension}, {"entries", std::move(entries)}};
-    return cache::write_snapshot_file(path, nlohmann::json::to_cbor(doc));
+    return cache::write_snapshot_file(path, nlohmann::json::to_cbor(doc), impl_->options.snapshot_key);
   });
 }
 
 Result<std::size_t> SemanticCache::load_snapshot(const std::string& path,
                                                  const std::function<bool(const Answer&)>& keep) {
   clear();  // whatever happens, nothing from before or from a bad file is served
-  auto payload = cache::read_snapshot_file(path);
+  // A byte-bounded cache never wrote a file much larger than its bound (the
+  // estimate counts more than the file stores): a larger one is not ours.
+  const std::uint64_t max_file_bytes =
+      impl_->options.capacity_bytes == 0 ? 0 : std::max<std::uint64_t>(64u << 20, 4ull * impl_->options.capacity_bytes);
+  auto payload = cache::read_snapshot_file(path, max_file_bytes, impl_->options.snapshot_key);
   if (!payload) return payload.status();
   struct Loaded {
     std::string tenant, question;
@@ -293,19 +317,22 @@ Result<std::size_t> SemanticCache::load_snapshot(const std::string& path,
     Answer answer;
   };
   std::vector<Loaded> loaded;
+  auto doc = detail::parse_cbor_bounded(payload.value());
+  if (!doc) return Status::data_loss(fmt::format("{}: snapshot payload is malformed: {}", path, doc.status().message()));
+  std::size_t position = 0;
   try {
-    const auto doc = nlohmann::json::from_cbor(payload.value());
-    const auto dimension = doc.at("dimension").get<std::size_t>();
+    const auto dimension = doc->at("dimension").get<std::size_t>();
     if (dimension != impl_->options.dimension) {
       return Status::failed_precondition(fmt::format(
           "{}: snapshot vectors have dimension {}, this cache {} (another encoder?)", path, dimension,
           impl_->options.dimension));
     }
-    for (const auto& e : doc.at("entries")) {
+    for (const auto& e : doc->at("entries")) {
+      ++position;
       const auto& bytes = e.at("vector").get_binary();
       if (bytes.size() != dimension * sizeof(float)) {
-        return Status::data_loss(fmt::format("{}: an entry's vector has {} bytes, expected {}", path, bytes.size(),
-                                             dimension * sizeof(float)));
+        return Status::data_loss(fmt::format("{}: entry {}: vector has {} bytes, expected {}", path, position,
+                                             bytes.size(), dimension * sizeof(float)));
       }
       const std::chrono::milliseconds left(e.at("ttl_ms").get<std::int64_t>());
       // Snapshots written before answer_ttl_ms existed: the time left is all we know.
@@ -313,20 +340,33 @@ Result<std::size_t> SemanticCache::load_snapshot(const std::string& path,
       Loaded l{e.at("tenant").get<std::string>(), e.at("question").get<std::string>(), left, ttl,
                std::vector<float>(dimension), cache::answer_from_json(e.at("answer"))};
       std::memcpy(l.vector.data(), bytes.data(), bytes.size());
+      std::string problem = cache::cached_vector_problem(l.vector.data(), dimension);
+      if (problem.empty()) problem = cache::cached_answer_problem(l.answer);
+      if (problem.empty() && l.question.empty()) problem = "empty question";
+      if (problem.empty() && l.question.size() > kMaxCachedQuestionBytes) {
+        problem = fmt::format("question of {} bytes", l.question.size());
+      }
+      if (problem.empty() && l.tenant.size() > kMaxTenantBytes) problem = fmt::format("tenant of {} bytes", l.tenant.size());
+      if (problem.empty() && l.ttl.count() <= 0) problem = fmt::format("answer TTL {} ms is not positive", l.ttl.count());
+      if (!problem.empty()) return Status::data_loss(fmt::format("{}: entry {}: {}", path, position, problem));
       loaded.push_back(std::move(l));
     }
   } catch (const std::exception& e) {
-    return Status::data_loss(fmt::format("{}: snapshot payload is malformed: {}", path, e.what()));
+    return Status::data_loss(
+        fmt::format("{}: snapshot payload is malformed (entry {}): {}", path, position, detail::clip_for_message(e.what(), 160)));
   }
-  // Everything parsed: only now does anything enter the cache.
+  // Everything parsed and checked: only now does anything enter the cache.
   std::size_t inserted = 0;
   const auto now = impl_->options.clock->now();
   std::unique_lock<std::shared_mutex> lock(impl_->mu);
   for (auto& l : loaded) {
     if (l.left.count() <= 0 || (keep && !keep(l.answer))) continue;
+    // The same question twice (or a file of copies) keeps the later one, as
+    // insert() would, so the index never holds a pile of equal points.
+    impl_->erase_same_question(l.tenant, l.vector.data());
     if (impl_->store.size() >= impl_->options.capacity) break;
-    impl_->store_entry(l.vector.data(), CachedEntry{std::move(l.answer), std::move(l.question), l.tenant}, l.ttl, now,
-                       Clock::duration(l.left));
+    impl_->store_entry(l.vector.data(), CachedEntry{cache::CachedAnswer(std::move(l.answer)), std::move(l.question), l.tenant},
+                       l.ttl, now, Clock::duration(l.left));
     ++inserted;
   }
   return inserted;
@@ -383,7 +423,7 @@ std::vector<CachedIntent> SemanticCache::top_intents(std::size_t intents, const 
   std::vector<CachedIntent> out;
   for (std::size_t c = 0; c < k; ++c) {
     if (members[c] == 0) continue;
-    out.push_back({representative[c]->question, representative[c]->answer.entry_id(), members[c]});
+    out.push_back({representative[c]->question, representative[c]->answer.metadata().entry_id(), members[c]});
   }
   std::stable_sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.questions > b.questions; });
   return out;

@@ -3,12 +3,18 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <array>
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 
 #include <fmt/format.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
 
 namespace rapidqa::cache {
 namespace {
@@ -67,11 +73,67 @@ Answer answer_from_json(const nlohmann::json& j) {
   return a;
 }
 
-Status write_snapshot_file(const std::string& path, const std::vector<std::uint8_t>& payload) {
+std::string cached_answer_problem(const Answer& a) {
+  const int tier = static_cast<int>(a.tier);
+  if (tier < static_cast<int>(AnswerTier::kResultCache) || tier > static_cast<int>(AnswerTier::kKnowledgeCache)) {
+    return fmt::format("unknown answer tier {}", tier);
+  }
+  if (a.tier == AnswerTier::kFallback) return "a fallback answer (fallbacks are never cached)";
+  if (!std::isfinite(a.score) || std::fabs(a.score) > 1.001f) return fmt::format("answer score {} is not a cosine", a.score);
+  if (a.matches.empty()) return "answer has no matches (no entry it was built from)";
+  for (std::size_t i = 0; i < a.matches.size(); ++i) {
+    const EntryMatch& m = a.matches[i];
+    if (m.entry_id.empty()) return fmt::format("match {} has an empty entry id", i);
+    if (m.entry_id.size() > 256) return fmt::format("match {} has an entry id of {} bytes", i, m.entry_id.size());
+    if (!std::isfinite(m.score)) return fmt::format("match {} has score {}", i, m.score);
+  }
+  if (a.extracted) {
+    const ExtractedSpan& e = *a.extracted;
+    if (e.entry_id.empty()) return "extracted span has an empty entry id";
+    if (e.begin > e.end) return fmt::format("extracted span begins at {} after its end {}", e.begin, e.end);
+    if (!std::isfinite(e.score) || !std::isfinite(e.probability)) return "extracted span has a non-finite score";
+  }
+  return "";
+}
+
+std::string cached_vector_problem(const float* vector, std::size_t dimension) {
+  double squared = 0;
+  for (std::size_t i = 0; i < dimension; ++i) {
+    if (!std::isfinite(vector[i])) return fmt::format("vector component {} is {}", i, vector[i]);
+    squared += static_cast<double>(vector[i]) * vector[i];
+  }
+  const double norm = std::sqrt(squared);
+  if (std::fabs(norm - 1.0) > 1e-3) return fmt::format("vector has length {:.6g}, not 1", norm);
+  return "";
+}
+
+namespace {
+
+// HMAC-SHA256 of the header and payload under key.
+std::array<std::uint8_t, kSnapshotMacBytes> snapshot_mac(const std::string& key, const std::string& header,
+                                                         const std::uint8_t* payload, std::size_t payload_bytes) {
+  std::array<std::uint8_t, kSnapshotMacBytes> mac{};
+  std::vector<std::uint8_t> message(header.begin(), header.end());
+  message.insert(message.end(), payload, payload + payload_bytes);
+  unsigned int length = 0;
+  if (!HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()), message.data(), message.size(), mac.data(),
+            &length) ||
+      length != mac.size()) {
+    throw std::runtime_error("HMAC-SHA256 failed");
+  }
+  return mac;
+}
+
+}  // namespace
+
+Status write_snapshot_file(const std::string& path, const std::vector<std::uint8_t>& payload,
+                           const std::string& key) {
   std::string header(kMagic, sizeof kMagic);
-  put<std::uint32_t>(header, kSnapshotVersion);
+  put<std::uint32_t>(header, key.empty() ? kSnapshotVersion : kKeyedSnapshotVersion);
   put<std::uint64_t>(header, payload.size());
   put<std::uint64_t>(header, fnv1a(payload));
+  std::array<std::uint8_t, kSnapshotMacBytes> mac{};
+  if (!key.empty()) mac = snapshot_mac(key, header, payload.data(), payload.size());
   const std::string temporary = path + ".tmp";
   const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return Status::io_error(fmt::format("{}: cannot create: {}", temporary, std::strerror(errno)));
@@ -87,7 +149,7 @@ Status write_snapshot_file(const std::string& path, const std::vector<std::uint8
     return true;
   };
   const bool ok = write_all(header.data(), header.size()) && write_all(payload.data(), payload.size()) &&
-                  ::fsync(fd) == 0;
+                  (key.empty() || write_all(mac.data(), mac.size())) && ::fsync(fd) == 0;
   const int saved_errno = errno;
   ::close(fd);
   if (!ok) {
@@ -100,25 +162,48 @@ Status write_snapshot_file(const std::string& path, const std::vector<std::uint8
   return Status::ok();
 }
 
-Result<std::vector<std::uint8_t>> read_snapshot_file(const std::string& path) {
+Result<std::vector<std::uint8_t>> read_snapshot_file(const std::string& path, std::uint64_t max_bytes,
+                                                     const std::string& key) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return Status::not_found(fmt::format("snapshot '{}' cannot be opened", path));
+  if (max_bytes > 0) {
+    std::error_code error;
+    const auto size = std::filesystem::file_size(path, error);
+    if (error) return Status::io_error(fmt::format("{}: cannot tell its size: {}", path, error.message()));
+    if (size > max_bytes) {
+      return Status::out_of_range(fmt::format("{}: snapshot of {} bytes is larger than this cache can hold ({} bytes)",
+                                              path, size, max_bytes));
+    }
+  }
   std::string bytes((std::istreambuf_iterator<char>(in)), {});
   if (bytes.size() < kHeaderBytes || std::memcmp(bytes.data(), kMagic, sizeof kMagic) != 0) {
     return Status::data_loss(fmt::format("{}: not a rapidqa semantic-cache snapshot (bad header)", path));
   }
   const auto version = get<std::uint32_t>(bytes.data() + 8);
-  if (version != kSnapshotVersion) {
-    return Status::failed_precondition(
-        fmt::format("{}: snapshot format version {}, this library reads version {}", path, version, kSnapshotVersion));
+  if (version != kSnapshotVersion && version != kKeyedSnapshotVersion) {
+    return Status::failed_precondition(fmt::format("{}: snapshot format version {}, this library reads versions {} and {}",
+                                                   path, version, kSnapshotVersion, kKeyedSnapshotVersion));
   }
+  const bool keyed = version == kKeyedSnapshotVersion;
+  if (!key.empty() && !keyed) {
+    return Status::failed_precondition(
+        fmt::format("{}: snapshot is not authenticated, and this cache only loads snapshots written with its key", path));
+  }
+  const std::size_t trailer = keyed ? kSnapshotMacBytes : 0;
   const auto length = get<std::uint64_t>(bytes.data() + 12);
   const auto checksum = get<std::uint64_t>(bytes.data() + 20);
-  if (bytes.size() - kHeaderBytes != length) {
-    return Status::data_loss(fmt::format("{}: snapshot holds {} payload bytes, its header says {} (truncated?)", path,
-                                         bytes.size() - kHeaderBytes, length));
+  if (bytes.size() < kHeaderBytes + trailer || bytes.size() - kHeaderBytes - trailer != length) {
+    return Status::data_loss(fmt::format("{}: snapshot holds {} bytes after its header, its header says {}{} (truncated?)",
+                                         path, bytes.size() - kHeaderBytes, length, keyed ? " and a MAC" : ""));
   }
-  std::vector<std::uint8_t> payload(bytes.begin() + kHeaderBytes, bytes.end());
+  const auto* payload_begin = reinterpret_cast<const std::uint8_t*>(bytes.data()) + kHeaderBytes;
+  if (!key.empty()) {
+    const auto mac = snapshot_mac(key, bytes.substr(0, kHeaderBytes), payload_begin, length);
+    if (CRYPTO_memcmp(mac.data(), payload_begin + length, mac.size()) != 0) {
+      return Status::data_loss(fmt::format("{}: snapshot MAC does not match this cache's key (tampered, or another key)", path));
+    }
+  }
+  std::vector<std::uint8_t> payload(payload_begin, payload_begin + length);
   if (fnv1a(payload) != checksum) return Status::data_loss(fmt::format("{}: snapshot checksum mismatch (corrupt)", path));
   return payload;
 }

@@ -135,7 +135,10 @@ class EntropyObserver final : public RangeObserver {
   std::pair<float, float> range() const override {
     if (!seen_.seen || edge_ <= 0.0f) return {0.0f, 0.0f};
     const float threshold = best_threshold();
-    return {std::max(seen_.min, -threshold), std::min(seen_.max, threshold)};
+    const float hi = std::min(seen_.max, threshold);
+    // Inputs all beyond the threshold would give min > max; the loader
+    // refuses an inverted range, and [hi, hi] quantizes the same way.
+    return {std::min(std::max(seen_.min, -threshold), hi), hi};
   }
   ObserverKind kind() const override { return ObserverKind::kEntropy; }
 

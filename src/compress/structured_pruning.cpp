@@ -11,6 +11,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "common/bounded_file.h"
+#include "common/bounded_json.h"
 #include "model/onednn_linear.h"
 #include "model/transformer_checkpoint.h"
 
@@ -197,14 +199,13 @@ Status apply_structured(model::TransformerModel& m, const StructuredPlan& plan) 
 }
 
 Result<std::string> pruned_config_json(const std::string& source_config_path, const model::TransformerModel& m) {
-  std::ifstream in(source_config_path);
-  if (!in) return Status::not_found(fmt::format("{}: cannot read", source_config_path));
-  nlohmann::json config;
-  try {
-    config = nlohmann::json::parse(in);
-  } catch (const std::exception& e) {
-    return Status::invalid_argument(fmt::format("{}: not valid JSON: {}", source_config_path, e.what()));
-  }
+  // The same bounds as the loader's (TransformerConfig::from_json_file).
+  auto text = detail::read_file_bounded(source_config_path, 16u << 20, "config.json");
+  if (!text) return text.status();
+  auto parsed = detail::parse_json_bounded(text.value());
+  if (!parsed) return Status::invalid_argument(fmt::format("{}: {}", source_config_path, parsed.status().message()));
+  nlohmann::json config = std::move(parsed).value();
+  if (!config.is_object()) return Status::invalid_argument(fmt::format("{}: expected a JSON object", source_config_path));
   nlohmann::json heads = nlohmann::json::object(), neurons = nlohmann::json::object();
   for (std::size_t l = 0; l < m.layers.size(); ++l) {
     const auto& layer = m.layers[l];

@@ -5,7 +5,9 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "common/bounded_json.h"
 #include "common/guard.h"
+#include "common/line_reader.h"
 #include "rapidqa/knowledge_file.h"
 #include "text/utf8.h"
 
@@ -43,12 +45,9 @@ std::string read_string_array(const json& obj, const char* field, std::vector<st
 
 // Parses one JSON line into an entry; returns "" or what is wrong with it.
 std::string parse_line(const std::string& line, KnowledgeEntry& entry) {
-  json obj;
-  try {
-    obj = json::parse(line);
-  } catch (const json::parse_error& e) {
-    return fmt::format("not valid JSON ({})", e.what());
-  }
+  auto parsed = detail::parse_json_bounded(line);
+  if (!parsed) return parsed.status().message();
+  const json& obj = parsed.value();
   if (!obj.is_object()) return fmt::format("expected a JSON object, got {}", obj.type_name());
   for (const auto& [key, value] : obj.items()) {
     static const char* const kKnown[] = {"id", "question", "alternates", "answer", "context", "tags",
@@ -57,7 +56,8 @@ std::string parse_line(const std::string& line, KnowledgeEntry& entry) {
     for (const char* k : kKnown) known = known || key == k;
     if (!known) {
       return fmt::format(
-          "unknown field '{}' (expected id, question, alternates, answer, context, tags, cache_ttl_seconds)", key);
+          "unknown field '{}' (expected id, question, alternates, answer, context, tags, cache_ttl_seconds)",
+          detail::clip_for_message(key, 48));
     }
   }
   if (const auto ttl = obj.find("cache_ttl_seconds"); ttl != obj.end() && !ttl->is_null()) {
@@ -65,7 +65,8 @@ std::string parse_line(const std::string& line, KnowledgeEntry& entry) {
     const double seconds = ttl->get<double>();
     // At least a millisecond, at most a year: anything else is a typo.
     if (!(seconds >= 0.001 && seconds <= 366.0 * 24 * 3600)) {
-      return fmt::format("field 'cache_ttl_seconds': {} is outside [0.001, 31622400]", seconds);
+      return fmt::format("field 'cache_ttl_seconds': {} is outside [0.001, 31622400]",
+                         detail::clip_for_message(ttl->dump(), 32));
     }
     entry.cache_ttl = std::chrono::milliseconds(static_cast<std::int64_t>(seconds * 1000.0 + 0.5));
   }
@@ -97,6 +98,12 @@ Status validate_entry(const KnowledgeEntry& entry) {
   if (problem.empty() && entry.id.size() > kMaxIdBytes) {
     problem = fmt::format("field 'id': {} bytes, more than the limit of {}", entry.id.size(), kMaxIdBytes);
   }
+  // An id travels through C strings, URLs and log lines: a NUL would cut
+  // it short (the entry could never be reached through the C ABI again).
+  for (std::size_t i = 0; problem.empty() && i < entry.id.size(); ++i) {
+    const auto c = static_cast<unsigned char>(entry.id[i]);
+    if (c < 0x20 || c == 0x7f) problem = fmt::format("field 'id': control character 0x{:02x} at byte {}", c, i);
+  }
   if (problem.empty()) problem = non_empty("question", entry.question);
   if (problem.empty()) problem = non_empty("answer", entry.answer);
   for (std::size_t i = 0; problem.empty() && i < entry.alternates.size(); ++i) {
@@ -121,16 +128,26 @@ Result<KnowledgeFile> parse_knowledge_jsonl(std::istream& in, const std::string&
     std::unordered_map<std::string, std::size_t> first_line_of_id;
     std::string line;
     std::size_t line_number = 0;
-    while (std::getline(in, line)) {
+    for (;;) {
+      const detail::LineRead read = detail::read_bounded_line(in, line, options.max_line_bytes);
+      if (read == detail::LineRead::kEnd) break;
       ++line_number;
-      if (!line.empty() && line.back() == '\r') line.pop_back();
+      if (read == detail::LineRead::kTooLong) {
+        // Where the line ends cannot be known without reading it all (from
+        // /dev/zero, never): the file is refused, skip_invalid_lines or not.
+        return Status::out_of_range(fmt::format("{}: line {} is longer than the limit of {} bytes (max_line_bytes)",
+                                                source, line_number, options.max_line_bytes));
+      }
       if (line_number == 1 && line.rfind("\xEF\xBB\xBF", 0) == 0) line.erase(0, 3);  // UTF-8 byte order mark
       if (is_blank(line) || line[line.find_first_not_of(" \t")] == '#') continue;
       KnowledgeEntry entry;
       std::string problem = parse_line(line, entry);
       if (problem.empty()) {
         const auto [it, fresh] = first_line_of_id.emplace(entry.id, line_number);
-        if (!fresh) problem = fmt::format("field 'id': duplicate id '{}' (first used on line {})", entry.id, it->second);
+        if (!fresh) {
+          problem = fmt::format("field 'id': duplicate id '{}' (first used on line {})",
+                                detail::clip_for_message(entry.id, 64), it->second);
+        }
       }
       if (!problem.empty()) {
         errors.push_back({line_number, std::move(problem)});

@@ -1,6 +1,7 @@
 #include "rapidqa/qa_engine.h"
 
 #include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <mutex>
 #include <random>
@@ -11,9 +12,11 @@
 #include "cache/knowledge_change.h"
 #include "cache/redis_relay.h"
 #include "common/guard.h"
+#include "common/line_reader.h"
 #include "engine/knowledge_base.h"
 #include "engine/rebuild_pool.h"
 #include "metrics/metrics_registry.h"
+#include "text/utf8.h"
 
 namespace rapidqa {
 namespace {
@@ -51,13 +54,76 @@ std::string random_instance_id() {
   return fmt::format("{:016x}", generator());
 }
 
+// Longest tenant name: tenants name namespaces, not documents; a longer one
+// is refused rather than stored in every cache key.
+constexpr std::size_t kMaxTenantBytes = 256;
+// Most matches a request may ask for: retrieval returns them all, sorted.
+constexpr std::size_t kMaxTopK = 1000;
+// The longest a cache may keep an answer: beyond a year is a typo.
+constexpr auto kMaxCacheTtl = std::chrono::hours(24 * 366);
+
+Status validate_tenant(const std::string& tenant) {
+  if (tenant.size() > kMaxTenantBytes) {
+    return Status::invalid_argument(
+        fmt::format("tenant is {} bytes, more than the limit of {}", tenant.size(), kMaxTenantBytes));
+  }
+  if (text::find_invalid_utf8(tenant) != std::string::npos) return Status::invalid_argument("tenant is not valid UTF-8");
+  // Control characters would make keys ambiguous in logs and peers' messages.
+  for (unsigned char c : tenant) {
+    if (c < 0x20 || c == 0x7f) {
+      return Status::invalid_argument(fmt::format("tenant contains the control character 0x{:02x}", c));
+    }
+  }
+  return Status::ok();
+}
+
+Status check_score(float score, const char* field) {
+  if (score >= -1.0f && score <= 1.0f) return Status::ok();  // false for NaN too
+  return Status::invalid_argument(fmt::format("{} {} is outside [-1, 1]", field, score));
+}
+
+Status check_tier(const ResultCacheOptions& o, const char* name) {
+  if (o.ttl.count() <= 0 || o.ttl > kMaxCacheTtl) {
+    return Status::invalid_argument(fmt::format("{}.ttl {} ms is outside (0, one year]", name, o.ttl.count()));
+  }
+  if (o.stale_grace.count() < 0 || o.stale_grace > kMaxCacheTtl) {
+    return Status::invalid_argument(fmt::format("{}.stale_grace {} ms is outside [0, one year]", name, o.stale_grace.count()));
+  }
+  if (o.shards == 0) return Status::invalid_argument(fmt::format("{}.shards must be at least 1", name));
+  return Status::ok();
+}
+
+// Every option, refused with its name rather than quietly fixed.
 Status validate_options(const EngineOptions& o) {
   if (o.encoder && o.encoder->dimension() == 0) return Status::invalid_argument("encoder has dimension 0");
   if (!o.encoder && o.hashing.dimension == 0) return Status::invalid_argument("hashing.dimension must be positive");
-  if (o.min_answer_score < -1.0f || o.min_answer_score > 1.0f) {
-    return Status::invalid_argument(fmt::format("min_answer_score {} is outside [-1, 1]", o.min_answer_score));
+  if (!o.encoder && o.hashing.dimension > 65536) {
+    return Status::invalid_argument(fmt::format("hashing.dimension {} is more than 65536", o.hashing.dimension));
   }
-  if (o.top_k == 0) return Status::invalid_argument("top_k must be at least 1");
+  if (Status s = check_score(o.min_answer_score, "min_answer_score"); !s.is_ok()) return s;
+  // Above 1 is allowed here: it switches the lexical path's answers off.
+  if (!std::isfinite(o.degradation.lexical_min_score)) {
+    return Status::invalid_argument(fmt::format("degradation.lexical_min_score {} is not finite", o.degradation.lexical_min_score));
+  }
+  if (o.top_k == 0 || o.top_k > kMaxTopK) {
+    return Status::invalid_argument(fmt::format("top_k {} is outside [1, {}]", o.top_k, kMaxTopK));
+  }
+  if (o.reader_passages > kMaxTopK) {
+    return Status::invalid_argument(fmt::format("reader_passages {} is more than {}", o.reader_passages, kMaxTopK));
+  }
+  if (Status s = check_tier(o.result_cache, "result_cache"); !s.is_ok()) return s;
+  if (Status s = check_tier(o.knowledge_cache, "knowledge_cache"); !s.is_ok()) return s;
+  if (o.semantic_cache.ttl.count() <= 0 || o.semantic_cache.ttl > kMaxCacheTtl) {
+    return Status::invalid_argument(
+        fmt::format("semantic_cache.ttl {} ms is outside (0, one year]", o.semantic_cache.ttl.count()));
+  }
+  if (o.degradation.max_staleness.count() < 0 || o.degradation.max_staleness > kMaxCacheTtl) {
+    return Status::invalid_argument("degradation.max_staleness must be between 0 and a year");
+  }
+  if (o.degradation.default_timeout.count() < 0) return Status::invalid_argument("degradation.default_timeout must not be negative");
+  if (o.degradation.lexical_reserve.count() < 0) return Status::invalid_argument("degradation.lexical_reserve must not be negative");
+  if (o.rebuild_workers > 64) return Status::invalid_argument(fmt::format("rebuild_workers {} is more than 64", o.rebuild_workers));
+  if (o.fallback_answer.empty()) return Status::invalid_argument("fallback_answer must not be empty");
   if (o.knowledge_search_breadth <= 0) return Status::invalid_argument("knowledge_search_breadth must be positive");
   if (o.normalize.max_bytes == 0) return Status::invalid_argument("normalize.max_bytes must be positive");
   if (o.reader && o.reader_passages == 0) return Status::invalid_argument("reader_passages must be at least 1");
@@ -283,6 +349,7 @@ struct QAEngine::Impl {
 
   // The normalised question and its result-cache key for a tenant.
   Result<std::pair<std::string, std::string>> cache_keys(std::string_view question, const std::string& tenant) const {
+    if (Status valid = validate_tenant(tenant); !valid.is_ok()) return valid;
     auto normalized = normalize_text(question, options.normalize);
     if (!normalized) return normalized.status();
     std::string key = result_cache_key(tenant, normalized.value());
@@ -441,6 +508,24 @@ struct QAEngine::Impl {
     return a;
   }
 
+  static Status validate_ask_options(const AskOptions& o) {
+    if (o.semantic_threshold && !(*o.semantic_threshold > 0.0f && *o.semantic_threshold <= 1.0f)) {
+      return Status::invalid_argument(fmt::format("semantic_threshold {} is outside (0, 1]", *o.semantic_threshold));
+    }
+    if (o.top_k && (*o.top_k == 0 || *o.top_k > kMaxTopK)) {
+      return Status::invalid_argument(fmt::format("top_k {} is outside [1, {}]", *o.top_k, kMaxTopK));
+    }
+    if (o.min_answer_score) {
+      if (Status s = check_score(*o.min_answer_score, "min_answer_score"); !s.is_ok()) return s;
+    }
+    if (o.timeout.count() < 0) return Status::invalid_argument(fmt::format("timeout {} ms is negative", o.timeout.count()));
+    const int priority = static_cast<int>(o.priority);
+    if (priority < 0 || priority > static_cast<int>(BatchPriority::kLow)) {
+      return Status::invalid_argument(fmt::format("priority {} is not high, normal or low", priority));
+    }
+    return validate_tenant(o.tenant);
+  }
+
   Result<Answer> ask(std::string_view question, const AskOptions& ask_options) {
     const auto started = SteadyTime::now();
     const auto clock_started = options.clock->now();
@@ -454,11 +539,9 @@ struct QAEngine::Impl {
     const bool use_knowledge_cache = use_cache && knowledge_cache;
     const bool use_semantic_cache = use_cache && semantic_cache;
 
-    if (ask_options.semantic_threshold &&
-        !(*ask_options.semantic_threshold > 0.0f && *ask_options.semantic_threshold <= 1.0f)) {
+    if (Status valid = validate_ask_options(ask_options); !valid.is_ok()) {
       metrics.record_error();
-      return Status::invalid_argument(
-          fmt::format("semantic_threshold {} is outside (0, 1]", *ask_options.semantic_threshold));
+      return valid;
     }
     auto normalized = normalize_text(question, options.normalize);
     timer.finish(Stage::kNormalize);
@@ -540,6 +623,14 @@ struct QAEngine::Impl {
         metrics.record_error();
         return encoded;
       }
+    }
+    // A broken encoder (NaN weights, a user's encoder with a bug) must not
+    // reach retrieval: NaN similarities compare as "good enough".
+    if (vector.size() != encoder->dimension() ||
+        !std::all_of(vector.begin(), vector.end(), [](float x) { return std::isfinite(x); })) {
+      metrics.record_error();
+      return Status::internal(fmt::format("the encoder {} returned a vector of {} values, not {} finite ones",
+                                          encoder->name(), vector.size(), encoder->dimension()));
     }
 
     float nearest_cached = -1;
@@ -809,6 +900,9 @@ Status QAEngine::correct_cached_answer(std::string_view question, std::string te
     if (text.find_first_not_of(" \t\r\n") == std::string::npos) {
       return Status::invalid_argument("the corrected answer text is empty");
     }
+    if (const auto bad = text::find_invalid_utf8(text); bad != std::string::npos) {
+      return Status::invalid_argument(fmt::format("the corrected answer text is not valid UTF-8 (byte {})", bad));
+    }
     auto keys = impl_->cache_keys(question, options.tenant);
     if (!keys) return keys.status();
     const auto& [normalized, key] = keys.value();
@@ -914,8 +1008,13 @@ Result<PreloadReport> QAEngine::preload_questions_file(const std::string& path, 
   std::vector<std::string> questions;
   std::vector<std::size_t> line_of;  // question index -> line in the file
   std::string line;
-  for (std::size_t number = 1; std::getline(in, line); ++number) {
-    if (!line.empty() && line.back() == '\r') line.pop_back();
+  for (std::size_t number = 1;; ++number) {
+    const detail::LineRead read = detail::read_bounded_line(in, line);
+    if (read == detail::LineRead::kEnd) break;
+    if (read == detail::LineRead::kTooLong) {
+      return Status::out_of_range(fmt::format("{}: line {} is longer than {} bytes: not a file of questions", path,
+                                              number, detail::kDefaultMaxLineBytes));
+    }
     const auto first = line.find_first_not_of(" \t");
     if (first == std::string::npos || line[first] == '#') continue;
     questions.push_back(line);
@@ -1003,6 +1102,7 @@ void QAEngine::clear_caches() { impl_->clear_tiers(); }
 
 Status QAEngine::set_tenant_semantic_threshold(const std::string& tenant, std::optional<float> threshold) {
   if (!impl_->semantic_cache) return Status::failed_precondition("the semantic cache is disabled");
+  if (Status valid = validate_tenant(tenant); !valid.is_ok()) return valid;
   return impl_->semantic_cache->set_tenant_threshold(tenant, threshold);
 }
 

@@ -17,6 +17,9 @@ EmbeddingTable EmbeddingTable::quantized(at::Tensor values, at::Tensor scales) {
       scales.size(0) != values.size(0)) {
     throw std::invalid_argument("EmbeddingTable: quantized rows need int8 values [n, width] and n scales");
   }
+  if (!all_positive_and_finite(scales)) {
+    throw std::invalid_argument("EmbeddingTable: row scales must be finite and positive");
+  }
   EmbeddingTable t;
   t.values_ = values.contiguous();
   t.scales_ = scales.to(at::kFloat).contiguous();

@@ -18,6 +18,8 @@ class EmbeddingTable {
   EmbeddingTable() = default;
   explicit EmbeddingTable(at::Tensor rows);  // [n, width] float32
   // values [n, width] int8, scales [n] float32: row i is values[i] * scales[i].
+  // Throws std::invalid_argument for other shapes or a scale that is not
+  // finite and positive.
   static EmbeddingTable quantized(at::Tensor values, at::Tensor scales);
   // The same table with every row quantized to INT8 (per row, symmetric).
   EmbeddingTable quantize() const;

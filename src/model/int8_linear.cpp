@@ -76,6 +76,15 @@ void quantize_scalar(const float* x, std::int64_t n, float inverse_scale, float 
 
 }  // namespace
 
+bool all_positive_and_finite(const at::Tensor& scales) {
+  const at::Tensor s = scales.to(at::kFloat).contiguous();
+  const float* p = s.data_ptr<float>();
+  for (std::int64_t i = 0; i < s.numel(); ++i) {
+    if (!(p[i] > 0.0f && p[i] <= FLT_MAX)) return false;  // also false for NaN
+  }
+  return true;
+}
+
 QuantParams affine_qparams(float min_value, float max_value, std::int32_t qmin, std::int32_t qmax) {
   const float min_neg = std::min(min_value, 0.0f);
   const float max_pos = std::max(max_value, 0.0f);
@@ -170,6 +179,15 @@ Int8Linear::Int8Linear(QuantizedWeight weight, const at::Tensor& bias, Activatio
   weight_.scales = weight_.scales.to(at::kFloat).contiguous();
   if (weight_.scales.dim() != 1 || weight_.scales.size(0) != out_) {
     throw std::invalid_argument("Int8Linear: one weight scale per output channel is needed");
+  }
+  // The loader checks these with the tensor named; this guards every other
+  // caller, since a bad scale or range silently changes every output.
+  if (!all_positive_and_finite(weight_.scales)) {
+    throw std::invalid_argument("Int8Linear: weight scales must be finite and positive");
+  }
+  if (!input_.dynamic && !(std::isfinite(input_.range_min) && std::isfinite(input_.range_max) &&
+                           input_.range_min <= input_.range_max)) {
+    throw std::invalid_argument("Int8Linear: the static input range must be finite with min <= max");
   }
   if (int8_needs_reduced_range()) input_.reduced_range = true;
   if (!input_.dynamic) {

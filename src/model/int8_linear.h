@@ -53,6 +53,9 @@ struct QuantizedWeight {
   at::Tensor dequantize() const;  // [out, in] float32
 };
 QuantizedWeight quantize_weight_per_channel(const at::Tensor& weight);
+// True when every scale is finite and above zero (what Int8Linear and
+// quantized embedding tables require).
+bool all_positive_and_finite(const at::Tensor& scales);
 
 // How a layer quantizes its input.
 struct InputQuantization {
@@ -71,7 +74,8 @@ inline std::int32_t activation_qmax(bool reduced_range) { return reduced_range ?
 class Int8Linear final : public LinearOp {
  public:
   // bias [out] float or undefined. input.reduced_range is forced on where
-  // the CPU needs it.
+  // the CPU needs it. Throws std::invalid_argument for a scale that is not
+  // finite and positive or a static range that is not finite with min <= max.
   Int8Linear(QuantizedWeight weight, const at::Tensor& bias, Activation activation, InputQuantization input);
   ~Int8Linear() override;
 

@@ -5,25 +5,32 @@
 #include <algorithm>
 #include <cctype>
 #include <filesystem>
-#include <fstream>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
+
+#include "common/bounded_file.h"
+#include "common/bounded_json.h"
 
 namespace rapidqa::model {
 namespace fs = std::filesystem;
 namespace {
 
+// tokenizer_config.json holds a few settings; real ones are a few kilobytes.
+constexpr std::size_t kMaxTokenizerConfigBytes = 16u << 20;
+
 // True unless tokenizer_config.json says do_lower_case false, or (without
 // it) the vocabulary holds cased words.
 bool vocabulary_looks_uncased(const std::string& model_dir, const text::WordPieceTokenizer& tokenizer) {
-  std::ifstream config(fs::path(model_dir) / "tokenizer_config.json");
-  if (config) {
-    try {
-      const auto j = nlohmann::json::parse(config);
-      if (j.contains("do_lower_case") && j.at("do_lower_case").is_boolean()) return j.at("do_lower_case").get<bool>();
-    } catch (const std::exception&) {
-      // An unreadable tokenizer_config.json is not fatal: fall back to the vocabulary.
+  // An unreadable, oversized or malformed tokenizer_config.json is not
+  // fatal: the vocabulary decides instead. Bounded like every model file.
+  const auto text = detail::read_file_bounded((fs::path(model_dir) / "tokenizer_config.json").string(),
+                                              kMaxTokenizerConfigBytes, "tokenizer_config.json");
+  if (text) {
+    const auto j = detail::parse_json_bounded(text.value());
+    if (j && j->is_object()) {
+      const auto lower = j->find("do_lower_case");
+      if (lower != j->end() && lower->is_boolean()) return lower->get<bool>();
     }
   }
   for (std::size_t id = 0; id < tokenizer.vocab_size(); ++id) {

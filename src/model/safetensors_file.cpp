@@ -7,12 +7,15 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
+
+#include "common/bounded_json.h"
 
 namespace rapidqa::model {
 namespace {
@@ -27,6 +30,45 @@ std::size_t dtype_size(const std::string& dtype) {
   return 0;
 }
 
+// The most dimensions a tensor may declare; BERT-family weights have one or two.
+constexpr std::size_t kMaxRank = 32;
+
+// out = a * b, false when it overflows.
+bool multiply_checked(std::uint64_t a, std::uint64_t b, std::uint64_t& out) {
+  return !__builtin_mul_overflow(a, b, &out);
+}
+
+// One header entry's fields, type-checked; messages never quote the file.
+Result<TensorInfo> read_entry(const nlohmann::json& value) {
+  if (!value.is_object()) return Status::data_loss("entry is not a JSON object");
+  const auto dtype = value.find("dtype");
+  const auto shape = value.find("shape");
+  const auto offsets = value.find("data_offsets");
+  if (dtype == value.end() || shape == value.end() || offsets == value.end()) {
+    return Status::data_loss("entry needs dtype, shape and data_offsets");
+  }
+  if (!dtype->is_string()) return Status::data_loss("dtype is not a string");
+  if (!shape->is_array() || shape->size() > kMaxRank) {
+    return Status::data_loss(fmt::format("shape is not a list of at most {} dimensions", kMaxRank));
+  }
+  TensorInfo info;
+  info.dtype = dtype->get<std::string>();
+  for (const auto& d : *shape) {
+    // number_unsigned: a non-negative integer that fits in 64 bits.
+    if (!d.is_number_unsigned() || d.get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX)) {
+      return Status::data_loss("shape holds a dimension that is not a non-negative 64-bit integer");
+    }
+    info.shape.push_back(d.get<std::int64_t>());
+  }
+  if (!offsets->is_array() || offsets->size() != 2 || !(*offsets)[0].is_number_unsigned() ||
+      !(*offsets)[1].is_number_unsigned()) {
+    return Status::data_loss("data_offsets must hold two non-negative integers");
+  }
+  info.begin = (*offsets)[0].get<std::uint64_t>();
+  info.end = (*offsets)[1].get<std::uint64_t>();
+  return info;
+}
+
 }  // namespace
 
 struct SafetensorsFile::Mapping {
@@ -38,7 +80,9 @@ struct SafetensorsFile::Mapping {
 };
 
 Result<SafetensorsFile> SafetensorsFile::open(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: a FIFO named model.safetensors must not hang the open; only
+  // regular files are read.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
     return errno == ENOENT ? Status::not_found(fmt::format("{}: no such file", path))
                            : Status::io_error(fmt::format("{}: {}", path, std::strerror(errno)));
@@ -47,6 +91,10 @@ Result<SafetensorsFile> SafetensorsFile::open(const std::string& path) {
   if (fstat(fd, &st) != 0) {
     ::close(fd);
     return Status::io_error(fmt::format("{}: {}", path, std::strerror(errno)));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return Status::data_loss(fmt::format("{}: not a regular file", path));
   }
   const auto size = static_cast<std::uint64_t>(st.st_size);
   if (size < 8) {
@@ -70,12 +118,10 @@ Result<SafetensorsFile> SafetensorsFile::open(const std::string& path) {
         fmt::format("{}: header length {} does not fit in a {}-byte file (truncated or not safetensors)", path,
                     header_len, size));
   }
-  nlohmann::json header;
-  try {
-    header = nlohmann::json::parse(bytes + 8, bytes + 8 + header_len);
-  } catch (const std::exception& e) {
-    return Status::data_loss(fmt::format("{}: header is not valid JSON: {}", path, e.what()));
-  }
+  auto parsed = detail::parse_json_bounded(
+      std::string_view(reinterpret_cast<const char*>(bytes + 8), static_cast<std::size_t>(header_len)));
+  if (!parsed) return Status::data_loss(fmt::format("{}: header: {}", path, parsed.status().message()));
+  const nlohmann::json& header = parsed.value();
   if (!header.is_object()) return Status::data_loss(fmt::format("{}: header is not a JSON object", path));
 
   SafetensorsFile file;
@@ -91,40 +137,38 @@ Result<SafetensorsFile> SafetensorsFile::open(const std::string& path) {
       }
       continue;
     }
+    // Named for the lambda: C++17 lambdas cannot capture a structured binding.
+    const std::string& tensor_name = name;
     auto bad = [&](const std::string& why) {
-      return Status::data_loss(fmt::format("{}: tensor '{}': {}", path, name, why));
+      return Status::data_loss(fmt::format("{}: tensor '{}': {}", path, detail::clip_for_message(tensor_name), why));
     };
-    if (!value.is_object() || !value.contains("dtype") || !value.contains("shape") ||
-        !value.contains("data_offsets")) {
-      return bad("entry needs dtype, shape and data_offsets");
-    }
-    TensorInfo info;
-    try {
-      info.dtype = value.at("dtype").get<std::string>();
-      info.shape = value.at("shape").get<std::vector<std::int64_t>>();
-      const auto offsets = value.at("data_offsets").get<std::vector<std::uint64_t>>();
-      if (offsets.size() != 2) return bad("data_offsets must hold two numbers");
-      info.begin = offsets[0];
-      info.end = offsets[1];
-    } catch (const std::exception& e) {
-      return bad(std::string("malformed entry: ") + e.what());
-    }
+    auto info = read_entry(value);
+    if (!info) return bad(info.status().message());
+    // Every size is computed with overflow checks: a shape whose element
+    // count wraps to a small number would otherwise pass the byte-range
+    // check below and be read past its data.
     std::uint64_t elements = 1;
-    for (auto d : info.shape) {
-      if (d < 0) return bad("negative dimension");
-      elements *= static_cast<std::uint64_t>(d);
+    for (const std::int64_t d : info->shape) {
+      if (!multiply_checked(elements, static_cast<std::uint64_t>(d), elements)) {
+        return bad("shape's element count overflows 64 bits");
+      }
     }
-    const std::size_t element_size = dtype_size(info.dtype);
-    if (element_size == 0) return bad(fmt::format("unknown dtype '{}'", info.dtype));
-    if (info.end < info.begin || info.end > data_size) {
+    const std::size_t element_size = dtype_size(info->dtype);
+    if (element_size == 0) return bad(fmt::format("unknown dtype '{}'", detail::clip_for_message(info->dtype)));
+    std::uint64_t needed = 0;
+    if (!multiply_checked(elements, element_size, needed)) return bad("shape's byte size overflows 64 bits");
+    if (info->end < info->begin) {
+      return bad(fmt::format("data_offsets [{}, {}) end before they begin", info->begin, info->end));
+    }
+    if (info->end > data_size) {
       return bad(fmt::format("byte range [{}, {}) lies outside the {}-byte data section (file truncated?)",
-                             info.begin, info.end, data_size));
+                             info->begin, info->end, data_size));
     }
-    if (info.end - info.begin != elements * element_size) {
-      return bad(fmt::format("byte range holds {} bytes but shape and dtype need {}", info.end - info.begin,
-                             elements * element_size));
+    if (info->end - info->begin != needed) {
+      return bad(fmt::format("byte range holds {} bytes but shape and dtype need {}", info->end - info->begin,
+                             needed));
     }
-    file.tensors_.emplace(name, std::move(info));
+    file.tensors_.emplace(name, std::move(info).value());
   }
   file.mapping_ = std::move(mapping);
   return file;
@@ -135,6 +179,11 @@ Result<at::Tensor> SafetensorsFile::tensor(const std::string& name) const {
   if (it == tensors_.end()) return Status::not_found(fmt::format("{}: no tensor named '{}'", path_, name));
   const TensorInfo& info = it->second;
   const std::uint8_t* start = data_ + info.begin;
+  // An empty tensor's storage may be null: memcpy from or to null is
+  // undefined even for zero bytes.
+  auto copy_into = [&](at::Tensor& out) {
+    if (info.end > info.begin) std::memcpy(out.data_ptr(), start, info.end - info.begin);
+  };
   if (info.dtype == "F32") {
     if (reinterpret_cast<std::uintptr_t>(start) % alignof(float) == 0) {
       auto keep_alive = mapping_;
@@ -142,23 +191,24 @@ Result<at::Tensor> SafetensorsFile::tensor(const std::string& name) const {
                            at::TensorOptions().dtype(at::kFloat));
     }
     auto out = at::empty(info.shape, at::kFloat);
-    std::memcpy(out.data_ptr(), start, info.end - info.begin);
+    copy_into(out);
     return out;
   }
   if (info.dtype == "F16" || info.dtype == "BF16") {
     const auto type = info.dtype == "F16" ? at::kHalf : at::kBFloat16;
     auto narrow = at::empty(info.shape, type);
-    std::memcpy(narrow.data_ptr(), start, info.end - info.begin);
+    copy_into(narrow);
     return narrow.to(at::kFloat);
   }
   if (info.dtype == "I8") {
     // Quantized weights stay 8-bit; the quantized layers widen nothing.
     auto out = at::empty(info.shape, at::kChar);
-    std::memcpy(out.data_ptr(), start, info.end - info.begin);
+    copy_into(out);
     return out;
   }
   return Status::invalid_argument(
-      fmt::format("{}: tensor '{}' has dtype {}; supported are F32, F16, BF16 and I8", path_, name, info.dtype));
+      fmt::format("{}: tensor '{}' has dtype {}; supported are F32, F16, BF16 and I8", path_,
+                  detail::clip_for_message(name), info.dtype));
 }
 
 Status write_safetensors(const std::string& path, const std::map<std::string, at::Tensor>& tensors,

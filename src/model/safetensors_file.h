@@ -31,7 +31,11 @@ struct TensorInfo {
 class SafetensorsFile {
  public:
   // kNotFound when the file is missing; kDataLoss when the header or any
-  // byte range is inconsistent with the file (named in the message).
+  // byte range is inconsistent with the file (named in the message): a
+  // header over 100 MB or beyond the file, malformed or duplicate-key JSON,
+  // a shape whose element or byte count overflows 64 bits, data_offsets
+  // out of order, outside the data section or not dtype x shape long.
+  // Messages quote at most 64 bytes of a tensor name.
   static Result<SafetensorsFile> open(const std::string& path);
 
   const std::map<std::string, TensorInfo>& tensors() const { return tensors_; }

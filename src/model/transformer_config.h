@@ -35,7 +35,11 @@ struct TransformerConfig {
   std::map<std::int64_t, std::vector<std::int64_t>> pruned_intermediate;
 
   std::int64_t head_dim() const { return hidden_size / num_heads; }
-  // kInvalidArgument naming the field for a missing or inconsistent value.
+  // kInvalidArgument naming the field for a missing or inconsistent value,
+  // including sizes outside sane bounds (they size allocations and loops
+  // before any tensor is checked against them), a layer_norm_eps that is
+  // not finite and in (0, 1], duplicate keys or deep nesting. The file is
+  // read only up to 16 MB.
   static Result<TransformerConfig> from_json_file(const std::string& path);
   static Result<TransformerConfig> from_json_text(const std::string& text, const std::string& source);
 };

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <filesystem>
 #include <limits>
 
@@ -27,6 +28,29 @@ std::string shape_string(at::IntArrayRef shape) {
   return s + "]";
 }
 
+// The index of the first NaN or infinite element of a float tensor, or -1
+// (also for integer tensors). One pass over the data without allocating:
+// it runs over every weight at load, so it must stay cheap next to reading
+// them. An all-ones exponent marks both NaN and infinity.
+std::int64_t first_non_finite(const at::Tensor& tensor) {
+  if (tensor.scalar_type() != at::kFloat) return -1;
+  const at::Tensor t = tensor.contiguous();
+  const auto* bits = static_cast<const std::uint32_t*>(t.data_ptr());
+  const std::int64_t n = t.numel();
+  constexpr std::uint32_t kExponent = 0x7f800000u;
+  constexpr std::int64_t kBlock = 4096;  // scanned branch-free (vectorised); the exact index only on a hit
+  for (std::int64_t first = 0; first < n; first += kBlock) {
+    const std::int64_t last = std::min(n, first + kBlock);
+    bool any = false;
+    for (std::int64_t i = first; i < last; ++i) any |= (bits[i] & kExponent) == kExponent;
+    if (!any) continue;
+    for (std::int64_t i = first; i < last; ++i) {
+      if ((bits[i] & kExponent) == kExponent) return i;
+    }
+  }
+  return -1;
+}
+
 // Looks tensors up under one name prefix and checks their shapes, so every
 // error names the tensor and what was expected.
 class TensorLookup {
@@ -45,11 +69,22 @@ class TensorLookup {
                                                   name, shape_string(it->second.sizes()), shape_string(shape)));
     }
     const auto type = it->second.scalar_type();
-    if (type != at::kFloat && type != at::kChar) return it->second.to(at::kFloat);
-    return it->second;
+    at::Tensor tensor = type != at::kFloat && type != at::kChar ? it->second.to(at::kFloat) : it->second;
+    // A NaN or infinity in any weight turns every output into NaN, and the
+    // engine would then answer everything with its fallback at score NaN:
+    // refuse the checkpoint here, naming the tensor.
+    if (const std::int64_t bad = first_non_finite(tensor); bad >= 0) {
+      return Status::invalid_argument(fmt::format("{}: holds a NaN or infinite value (element {}); the checkpoint is corrupt",
+                                                  describe(name), bad));
+    }
+    return tensor;
   }
 
   bool has(const std::string& name) const { return tensors_.count(prefix_ + name) != 0; }
+  // "<source>: tensor '<prefix><name>'", for messages.
+  std::string describe(const std::string& name) const {
+    return fmt::format("{}: tensor '{}{}'", source_, prefix_, name);
+  }
 
  private:
   const std::map<std::string, at::Tensor>& tensors_;
@@ -76,20 +111,41 @@ struct QuantizedParts {
   InputQuantization input;
 };
 
+// A weight_scale tensor (already known finite) must be positive: a zero
+// scale erases its channel and a negative one flips its sign, silently.
+Status check_weight_scales(const TensorLookup& t, const std::string& name, const at::Tensor& scales) {
+  const at::Tensor s = scales.contiguous();
+  const float* p = s.data_ptr<float>();
+  for (std::int64_t i = 0; i < s.numel(); ++i) {
+    if (!(p[i] > 0.0f)) {
+      return Status::invalid_argument(fmt::format("{}: element {} is {}; weight scales must be positive",
+                                                  t.describe(name), i, p[i]));
+    }
+  }
+  return Status::ok();
+}
+
 Result<QuantizedParts> quantized_parts(const TensorLookup& t, const std::string& name, std::int64_t out,
                                        std::int64_t in) {
   RAPIDQA_ASSIGN_OR_RETURN(values, t.get(name + ".weight", {out, in}));
   if (values.scalar_type() != at::kChar) {
-    return Status::invalid_argument(
-        fmt::format("tensor '{}.weight' has a weight_scale beside it but is not I8", name));
+    return Status::invalid_argument(fmt::format("{} has a weight_scale beside it but is not I8",
+                                                t.describe(name + ".weight")));
   }
   RAPIDQA_ASSIGN_OR_RETURN(scales, t.get(name + ".weight_scale", {out}));
+  if (Status s = check_weight_scales(t, name + ".weight_scale", scales); !s.is_ok()) return s;
   QuantizedParts parts{{values, scales}, {}};
   if (t.has(name + ".input_range")) {
     RAPIDQA_ASSIGN_OR_RETURN(range, t.get(name + ".input_range", {2}));
     parts.input.dynamic = false;
     parts.input.range_min = range[0].item<float>();
     parts.input.range_max = range[1].item<float>();
+    // get() has refused NaN and infinity; an inverted range is no range.
+    if (parts.input.range_min > parts.input.range_max) {
+      return Status::invalid_argument(fmt::format("{}: [{}, {}] is inverted; the minimum must not exceed the maximum",
+                                                  t.describe(name + ".input_range"), parts.input.range_min,
+                                                  parts.input.range_max));
+    }
   }
   return parts;
 }
@@ -105,7 +161,7 @@ Result<std::unique_ptr<LinearOp>> dense(const TensorLookup& t, const std::string
   }
   RAPIDQA_ASSIGN_OR_RETURN(weight, t.get(name + ".weight", {out, in}));
   if (weight.scalar_type() != at::kFloat) {
-    return Status::invalid_argument(fmt::format("tensor '{}.weight' is I8 without a weight_scale", name));
+    return Status::invalid_argument(fmt::format("{} is I8 without a weight_scale", t.describe(name + ".weight")));
   }
   return make_fp32_linear(weight, bias, act);
 }
@@ -150,8 +206,10 @@ Result<EmbeddingTable> embedding_table(const TensorLookup& t, const std::string&
   if (t.has(name + ".weight_scale")) {
     RAPIDQA_ASSIGN_OR_RETURN(scales, t.get(name + ".weight_scale", {rows}));
     if (values.scalar_type() != at::kChar) {
-      return Status::invalid_argument(fmt::format("tensor '{}.weight' has a weight_scale but is not I8", name));
+      return Status::invalid_argument(
+          fmt::format("{} has a weight_scale but is not I8", t.describe(name + ".weight")));
     }
+    if (Status s = check_weight_scales(t, name + ".weight_scale", scales); !s.is_ok()) return s;
     return EmbeddingTable::quantized(values, scales);
   }
   return EmbeddingTable(values);
@@ -166,13 +224,17 @@ Result<TransformerLayer> build_layer(const TensorLookup& t, const TransformerCon
   // Structured pruning leaves layers with fewer heads and neurons: their
   // sizes come from the tensors, checked against what config.json says was
   // removed.
+  // A mask rather than a search per index: config.json may list many.
   const auto kept = [&](std::int64_t total, const std::map<std::int64_t, std::vector<std::int64_t>>& removed) {
-    std::vector<std::int64_t> ids;
-    const auto it = removed.find(index);
-    for (std::int64_t i = 0; i < total; ++i) {
-      if (it == removed.end() || std::find(it->second.begin(), it->second.end(), i) == it->second.end()) {
-        ids.push_back(i);
+    std::vector<bool> gone(static_cast<std::size_t>(total), false);
+    if (const auto it = removed.find(index); it != removed.end()) {
+      for (const std::int64_t i : it->second) {
+        if (i >= 0 && i < total) gone[static_cast<std::size_t>(i)] = true;
       }
+    }
+    std::vector<std::int64_t> ids;
+    for (std::int64_t i = 0; i < total; ++i) {
+      if (!gone[static_cast<std::size_t>(i)]) ids.push_back(i);
     }
     return ids;
   };

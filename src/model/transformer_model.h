@@ -83,8 +83,11 @@ LayerNames names_for(Architecture arch);
 // names. A quantized checkpoint (docs/quantized-format.md: I8 weights with
 // a "<name>.weight_scale" beside them) loads into INT8 layers. Accepts the names with a "bert." / "distilbert." / "model." prefix
 // and ignores tensors of heads it does not use. Every required tensor is
-// checked for presence and shape; an error names the tensor and the shape
-// it should have. Nothing half-loaded is ever returned.
+// checked for presence and shape, every float one it uses for NaN and infinity
+// (one pass over the weights), INT8 scales for being positive and input
+// ranges for min <= max; an error names the tensor and what it should be.
+// A TorchScript file is read for its tensors only (torchscript_pickle.h):
+// none of its code is compiled or run. Nothing half-loaded is ever returned.
 Result<std::shared_ptr<const TransformerModel>> load_transformer(const std::string& model_dir);
 
 // The same from tensors already in memory (used by tests and by tools that
@@ -93,7 +96,9 @@ Result<std::shared_ptr<TransformerModel>> build_transformer(const TransformerCon
                                                            const std::map<std::string, at::Tensor>& tensors,
                                                            const std::string& source);
 
-// Reads every named tensor of a TorchScript file (torchscript_reader.cpp).
+// Reads every named tensor of a TorchScript file (torchscript_reader.cpp)
+// without loading it as a module. kDataLoss for a malformed archive or
+// pickle, kInvalidArgument for unsupported content (named).
 Result<std::map<std::string, at::Tensor>> read_torchscript_parameters(const std::string& path);
 
 }  // namespace rapidqa::model

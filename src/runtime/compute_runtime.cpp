@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <thread>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -27,6 +28,8 @@ char* openblas_get_config(void) __attribute__((weak));
 
 namespace rapidqa {
 namespace {
+constexpr int kThreadsPerCore = 4;
+constexpr int kMinThreadLimit = 4;
 std::atomic<int> g_intra_op{0};
 std::atomic<int> g_search{1};
 }  // namespace
@@ -53,10 +56,23 @@ ScopedTrainingThreads::~ScopedTrainingThreads() {
 }
 }  // namespace runtime
 
+int max_compute_threads() {
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  // More threads than cores only adds contention; far more (a typo, a
+  // hostile option) makes OpenMP start them all before returning, which
+  // hangs creation for minutes. The floor keeps small machines usable.
+  return std::max(kMinThreadLimit, kThreadsPerCore * cores);
+}
+
 Status configure_compute_threads(const ComputeThreads& threads) {
-  if (threads.intra_op < 0 || threads.search < 0) {
-    return Status::invalid_argument(
-        fmt::format("thread counts must not be negative (intra_op {}, search {})", threads.intra_op, threads.search));
+  const int limit = max_compute_threads();
+  for (const auto& [field, value] : {std::pair<const char*, int>{"intra_op", threads.intra_op},
+                                     std::pair<const char*, int>{"search", threads.search}}) {
+    if (value < 0 || value > limit) {
+      return Status::invalid_argument(fmt::format(
+          "thread count {} = {} is out of range: expected 0 (automatic) to {} ({} x the {} cores, at least {})",
+          field, value, limit, kThreadsPerCore, std::max(1u, std::thread::hardware_concurrency()), kMinThreadLimit));
+    }
   }
   return detail::guarded("configuring compute threads", [&]() -> Status {
     const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));

@@ -4,20 +4,29 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <fstream>
-#include <iterator>
 #include <limits>
 #include <memory>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "common/bounded_file.h"
+#include "common/bounded_json.h"
 #include "text/utf8.h"
 
 namespace rapidqa::text {
 namespace {
 
 using Json = nlohmann::json;
+
+// Tokens and type names echoed in errors come from the file: at most this
+// much of each.
+std::string clip(std::string_view text) { return detail::clip_for_message(text, 64); }
+
+// The largest vocab.txt and tokenizer.json read. Real WordPiece files are
+// at most a few megabytes (250k tokens); these leave ample room.
+constexpr std::size_t kMaxVocabFileBytes = 64u << 20;
+constexpr std::size_t kMaxTokenizerJsonBytes = 128u << 20;
 
 // The character classes below are BERT's own, not Unicode's: a model was
 // trained on exactly these splits, so "close enough" would change ids.
@@ -559,7 +568,7 @@ Result<WordPieceTokenizer> WordPieceTokenizer::build(std::vector<std::string> vo
     const auto [it, inserted] = t.token_to_id_.emplace(vocab[i], static_cast<std::int32_t>(i));
     if (!inserted) {
       return Status::invalid_argument(fmt::format(
-          "{} {} {}: duplicate token '{}' (first at {} {})", source, position_word, position(i), vocab[i],
+          "{} {} {}: duplicate token '{}' (first at {} {})", source, position_word, position(i), clip(vocab[i]),
           position_word, position(static_cast<std::size_t>(it->second))));
     }
   }
@@ -571,7 +580,7 @@ Result<WordPieceTokenizer> WordPieceTokenizer::build(std::vector<std::string> vo
     const auto it = t.token_to_id_.find(*required[i].second);
     if (it == t.token_to_id_.end()) {
       return Status::invalid_argument(fmt::format("{} has no '{}' token (the {})", source,
-                                                  *required[i].second, required[i].first));
+                                                  clip(*required[i].second), required[i].first));
     }
     *ids[i] = it->second;
   }
@@ -601,12 +610,11 @@ Result<WordPieceTokenizer> WordPieceTokenizer::from_tokens(std::vector<std::stri
 Result<WordPieceTokenizer> WordPieceTokenizer::from_vocab_file(const std::string& vocab_txt_path,
                                                                WordPieceOptions options) {
   try {
-    std::ifstream in(vocab_txt_path, std::ios::binary);
-    if (!in) {
-      return Status::not_found(fmt::format("vocab file '{}' cannot be opened (missing or unreadable)", vocab_txt_path));
-    }
-    const std::string content((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    if (in.bad()) return Status::io_error(fmt::format("vocab file '{}': read failed", vocab_txt_path));
+    // Bounded: `vocab.txt -> /dev/zero`, or one endless line, must be refused
+    // rather than read until memory runs out.
+    auto read = detail::read_file_bounded(vocab_txt_path, kMaxVocabFileBytes, "vocab file");
+    if (!read) return read.status();
+    const std::string& content = read.value();
     const std::string source = fmt::format("vocab file '{}'", vocab_txt_path);
     // HF reads the file in Python text mode: \n, \r\n and \r all end a line,
     // and a last line without an ending still counts.
@@ -670,7 +678,7 @@ Status read_model(const Json& root, JsonSettings& s) {
   const auto model = root.find("model");
   if (model == root.end() || !model->is_object()) return Status::invalid_argument("model: missing or not an object");
   if (type_of(*model) != "WordPiece") {
-    return Status::invalid_argument("model.type is '" + type_of(*model) + "'; only WordPiece is supported");
+    return Status::invalid_argument("model.type is '" + clip(type_of(*model)) + "'; only WordPiece is supported");
   }
   const auto vocab = model->find("vocab");
   if (vocab == model->end() || !vocab->is_object()) return Status::invalid_argument("model.vocab: missing or not an object");
@@ -682,7 +690,8 @@ Status read_model(const Json& root, JsonSettings& s) {
         id.get<std::int64_t>() >= static_cast<std::int64_t>(s.vocab.size()) ||
         seen[static_cast<std::size_t>(id.get<std::int64_t>())]) {
       return Status::invalid_argument(fmt::format(
-          "model.vocab: token '{}' has id {}; ids must be 0..{}, each used once", token, id.dump(), s.vocab.size() - 1));
+          "model.vocab: token '{}' has id {}; ids must be 0..{}, each used once", clip(token), clip(id.dump()),
+          s.vocab.size() - 1));
     }
     seen[static_cast<std::size_t>(id.get<std::int64_t>())] = true;
     s.vocab[static_cast<std::size_t>(id.get<std::int64_t>())] = token;
@@ -708,7 +717,7 @@ Status read_normalizer(const Json& root, JsonSettings& s) {
     return Status::invalid_argument("normalizer: missing; expected a BertNormalizer");
   }
   if (type_of(*normalizer) != "BertNormalizer") {
-    return Status::invalid_argument("normalizer.type is '" + type_of(*normalizer) +
+    return Status::invalid_argument("normalizer.type is '" + clip(type_of(*normalizer)) +
                                     "'; only BertNormalizer is supported");
   }
   if (Status st = read_bool(*normalizer, "clean_text", "normalizer.clean_text", s.options.clean_text); !st) return st;
@@ -729,7 +738,7 @@ Status read_pre_tokenizer(const Json& root) {
   const auto pre = root.find("pre_tokenizer");
   if (pre == root.end() || pre->is_null()) return Status::ok();
   if (!pre->is_object() || type_of(*pre) != "BertPreTokenizer") {
-    return Status::invalid_argument("pre_tokenizer.type is '" + (pre->is_object() ? type_of(*pre) : pre->dump()) +
+    return Status::invalid_argument("pre_tokenizer.type is '" + clip(pre->is_object() ? type_of(*pre) : pre->dump()) +
                                     "'; only BertPreTokenizer is supported");
   }
   return Status::ok();
@@ -764,7 +773,7 @@ Status read_post_processor(const Json& root, JsonSettings& s) {
     return Status::ok();
   }
   if (type != "TemplateProcessing") {
-    return Status::invalid_argument("post_processor.type is '" + type +
+    return Status::invalid_argument("post_processor.type is '" + clip(type) +
                                     "'; only BertProcessing or a BERT TemplateProcessing is supported");
   }
   const char* const shape = "'[CLS] $A [SEP]' and '[CLS] $A [SEP] $B:1 [SEP]:1' are the only supported templates";
@@ -817,16 +826,18 @@ Status read_added_tokens(const Json& root, JsonSettings& s) {
     const std::int64_t index = id->get<std::int64_t>();
     if (index < 0 || index >= static_cast<std::int64_t>(s.vocab.size()) ||
         s.vocab[static_cast<std::size_t>(index)] != text) {
-      return Status::invalid_argument(fmt::format("{} ('{}', id {}) is not in model.vocab with that id", field, text, index));
+      return Status::invalid_argument(
+          fmt::format("{} ('{}', id {}) is not in model.vocab with that id", field, clip(text), index));
     }
     bool special = false, single_word = false;
     if (Status st = read_bool(token, "special", field + ".special", special); !st) return st;
     if (Status st = read_bool(token, "single_word", field + ".single_word", single_word); !st) return st;
     if (!special) {
-      return Status::invalid_argument(fmt::format("{} ('{}'): only special added tokens are supported", field, text));
+      return Status::invalid_argument(
+          fmt::format("{} ('{}'): only special added tokens are supported", field, clip(text)));
     }
     if (single_word) {
-      return Status::invalid_argument(fmt::format("{}.single_word ('{}'): must be false", field, text));
+      return Status::invalid_argument(fmt::format("{}.single_word ('{}'): must be false", field, clip(text)));
     }
     s.never_split.push_back(text);
   }
@@ -837,10 +848,13 @@ Status read_added_tokens(const Json& root, JsonSettings& s) {
 
 Result<WordPieceTokenizer> WordPieceTokenizer::from_tokenizer_json(const std::string& path) {
   try {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) return Status::not_found(fmt::format("tokenizer.json '{}' cannot be opened (missing or unreadable)", path));
-    Json root = Json::parse(in, nullptr, /*allow_exceptions=*/false);
-    if (root.is_discarded()) return Status::invalid_argument(fmt::format("tokenizer.json '{}' is not valid JSON", path));
+    auto text = detail::read_file_bounded(path, kMaxTokenizerJsonBytes, "tokenizer.json");
+    if (!text) return text.status();
+    auto parsed = detail::parse_json_bounded(text.value());
+    if (!parsed) {
+      return Status::invalid_argument(fmt::format("tokenizer.json '{}': {}", path, parsed.status().message()));
+    }
+    const Json& root = parsed.value();
     if (!root.is_object()) return Status::invalid_argument(fmt::format("tokenizer.json '{}' is not a JSON object", path));
     JsonSettings s;
     for (Status st : {read_model(root, s), read_normalizer(root, s), read_pre_tokenizer(root),

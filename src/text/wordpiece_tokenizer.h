@@ -58,8 +58,9 @@ class WordPieceTokenizer {
   // vocab.txt as BERT ships it: one token per line, the line number (from 0)
   // is the id. Lines end in \n, \r\n or \r (as Python's text mode reads them).
   // Errors: kNotFound when the file cannot be opened; kInvalidArgument for an
-  // empty file, invalid UTF-8 or a duplicate token (with its line), or a
-  // missing unk/cls/sep/pad token (naming it).
+  // empty file, invalid UTF-8 or a duplicate token (with its line), a
+  // missing unk/cls/sep/pad token (naming it), or a file over 64 MiB (read
+  // no further). Tokens quoted in messages are clipped to 64 bytes.
   static Result<WordPieceTokenizer> from_vocab_file(const std::string& vocab_txt_path,
                                                     WordPieceOptions options = {});
 
@@ -70,7 +71,8 @@ class WordPieceTokenizer {
   // from a BERT-shaped post_processor, padding.pad_token and the special
   // added_tokens (which are kept whole in input text).
   // Errors: kNotFound for a missing file; kInvalidArgument naming the field
-  // for anything that is not a BERT WordPiece set-up.
+  // for anything that is not a BERT WordPiece set-up, for JSON nested more
+  // than 64 deep or naming a key twice, and for a file over 128 MiB.
   static Result<WordPieceTokenizer> from_tokenizer_json(const std::string& path);
 
   // vocab[i] gets id i. Errors as from_vocab_file, with "index" for "line".

@@ -9,6 +9,7 @@
 
 #include "common/guard.h"
 #include "model/model_bundle.h"
+#include "rapidqa/compute_runtime.h"
 #include "runtime/compute_threads.h"
 #include "train/trainable_bert.h"
 
@@ -117,7 +118,12 @@ Status check_options(const ContrastiveOptions& o) {
   if (!(o.weight_decay >= 0)) return Status::invalid_argument("weight_decay must not be negative");
   if (!(o.max_gradient_norm >= 0)) return Status::invalid_argument("max_gradient_norm must not be negative");
   if (o.max_sequence_length < 3) return Status::invalid_argument("max_sequence_length must be at least 3");
-  if (o.threads < 0) return Status::invalid_argument("threads must not be negative");
+  // The same bound as configure_compute_threads: far more threads than
+  // cores only makes the thread pool's start-up the longest step.
+  if (o.threads < 0 || o.threads > max_compute_threads()) {
+    return Status::invalid_argument(
+        fmt::format("threads = {} is out of range: expected 0 (all cores) to {}", o.threads, max_compute_threads()));
+  }
   return Status::ok();
 }
 

@@ -41,7 +41,9 @@ struct ContrastiveOptions {
   std::uint64_t seed = 1;               // pairing, batching and dropout: one seed and one thread count give one run
   std::size_t evaluate_every = 5;       // epochs between held-out measurements (the last epoch always); 0 = never
   bool use_companions = true;           // also pair phrasings with their entry's companions (answers)
-  int threads = 0;                      // OpenBLAS threads while training (LibTorch runs one); 0 = all cores
+  // OpenBLAS threads while training (LibTorch runs one); 0 = all cores, at
+  // most max_compute_threads().
+  int threads = 0;
 };
 
 struct EpochReport {

@@ -1,0 +1,59 @@
+// Reading which tensors a TorchScript archive holds from its data.pkl,
+// without running anything.
+//
+// A TorchScript file (torch.jit.save) is a zip archive: data.pkl pickles the
+// module tree, whose objects' attributes include every parameter and buffer
+// as a reference into a storage record (data/<key>); code/ holds the
+// module's methods as TorchScript source. torch::jit::load compiles that
+// source and runs __setstate__ methods while loading: a .pt file is code.
+// This reader interprets data.pkl itself, with a fixed list of the globals
+// PyTorch's own pickler writes (tensor rebuilding, list specialisations),
+// so nothing in the file is compiled or called, and a malformed pickle is a
+// Status rather than undefined behaviour. Also accepted: a torch.save'd
+// state dict (a dict of name -> tensor at the root).
+//
+// LibTorch-free on purpose: torchscript_reader.cpp turns the descriptions
+// into tensors, and this part can be tested and fuzzed on its own.
+//
+// Thread safety: free functions, no shared state.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "rapidqa/status.h"
+
+namespace rapidqa::model {
+
+// One tensor as data.pkl describes it: a strided view of a storage.
+struct PickledTensor {
+  std::string storage_key;         // its bytes are the archive record "data/<storage_key>"
+  std::string storage_type;        // "FloatStorage", "HalfStorage", "CharStorage", ...
+  std::int64_t storage_numel = 0;  // elements the storage declares
+  std::int64_t offset = 0;         // storage offset of element 0, in elements
+  std::vector<std::int64_t> sizes;
+  std::vector<std::int64_t> strides;  // in elements
+};
+
+// Bytes per element of a storage type, 0 for one this reader does not take
+// (quantized, complex, unknown).
+std::size_t storage_element_size(std::string_view storage_type);
+
+// The largest data.pkl read; a BERT-large one is under 100 KB.
+inline constexpr std::size_t kMaxPickleBytes = 64u << 20;
+
+// Every tensor attribute reachable from the root object through object
+// attributes, by dotted path ("encoder.layer.0.output.dense.weight", as
+// named_parameters() names them). Objects whose state is not an attribute
+// dict (custom __getstate__) contribute nothing. Each view is checked to
+// lie inside its storage's declared elements; the caller checks that the
+// storage record holds that many bytes. kDataLoss naming the byte offset
+// for a malformed pickle; kInvalidArgument for a global or storage type
+// outside the supported list (named, clipped).
+Result<std::map<std::string, PickledTensor>> read_pickled_tensors(std::string_view pickle);
+
+}  // namespace rapidqa::model
