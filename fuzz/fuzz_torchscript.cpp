@@ -1,0 +1,29 @@
+// Feeds the TorchScript loader: the input is a model.pt file
+// (read_torchscript_parameters, i.e. torch::jit::load and the walk over
+// its parameters and buffers), then the weights of a model directory beside
+// the tiny BERT's config.json and vocab.txt (load_transformer: whatever
+// names, dtypes and shapes the file holds, checked against the config).
+// Loading only: nothing is run. torch::jit::load itself is LibTorch's code
+// (not instrumented here); what this guards is that its failures come back
+// as a Status. Seeds: the tiny BERT saved by torch::jit (make_seeds.cpp).
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "fuzz_support.h"
+#include "model/transformer_model.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  static const std::string dir = [] {
+    const std::string d = rapidqa::fuzz::scratch_dir("torchscript") + "/model";
+    rapidqa::fuzz::write_tiny_model(d, /*with_weights=*/false);
+    return d;
+  }();
+  const std::string path = dir + "/model.pt";
+  rapidqa::fuzz::write_file(path, data, size);
+  auto tensors = rapidqa::model::read_torchscript_parameters(path);
+  if (!tensors.is_ok()) return 0;
+  auto model = rapidqa::model::load_transformer(dir);
+  (void)model;
+  return 0;
+}
