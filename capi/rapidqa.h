@@ -73,8 +73,8 @@ typedef struct rqa_engine_options {
   float min_answer_score;              /* best-match cosine below this gives the fallback (0.35) */
   int enable_result_cache;             /* nonzero: exact tier on (1) */
   int enable_semantic_cache;           /* nonzero: similar-question tier on (1) */
-  double result_cache_ttl_seconds;     /* exact tier expiry (300), in [0.001, 31622400] */
-  double semantic_cache_ttl_seconds;   /* similar-question tier expiry (3600), in [0.001, 31622400] */
+  double result_cache_ttl_seconds;     /* exact tier expiry (300), in [0.001, 31622400]; 0 = tier off */
+  double semantic_cache_ttl_seconds;   /* similar-question tier expiry (3600), in [0.001, 31622400]; 0 = tier off */
   float semantic_similarity_threshold; /* cosine for a similar-question hit (0.92) */
   int intra_op_threads;                /* model threads; 0 = all cores; at most 4x the cores */
   /* Added in 0.1: user models. NULL or "" = not used. Borrowed during create. */

@@ -12,6 +12,8 @@
 #include <optional>
 #include <string>
 
+#include <fmt/format.h>
+
 #include "rapidqa/qa_engine.h"
 #include "rapidqa/quantizer.h"
 #include "rapidqa/transformer_encoder.h"
@@ -160,16 +162,17 @@ rqa_status rqa_engine_create(const rqa_engine_options* options, rqa_engine** out
     // overflow the conversion to milliseconds.
     for (const auto& [name, seconds] : {std::make_pair("result_cache_ttl_seconds", c.result_cache_ttl_seconds),
                                         std::make_pair("semantic_cache_ttl_seconds", c.semantic_cache_ttl_seconds)}) {
-      if (!(seconds >= 0.001 && seconds <= 366.0 * 86400.0)) {
-        return fail(RQA_INVALID_ARGUMENT, std::string(name) + " must be a number of seconds in [0.001, 31622400], not " +
-                                              std::to_string(seconds));
+      if (!(seconds == 0 || (seconds >= 0.001 && seconds <= 366.0 * 86400.0))) {
+        return fail(RQA_INVALID_ARGUMENT, fmt::format("{} must be 0 (cache nothing) or a number of seconds in "
+                                                      "[0.001, 31622400], not {:.6g}", name, seconds));
       }
     }
     rapidqa::EngineOptions o;
     o.hashing.dimension = c.hashing_dimension;
     o.min_answer_score = c.min_answer_score;
-    o.enable_result_cache = c.enable_result_cache != 0;
-    o.enable_semantic_cache = c.enable_semantic_cache != 0;
+    // A TTL of 0 keeps nothing: the tier is off.
+    o.enable_result_cache = c.enable_result_cache != 0 && c.result_cache_ttl_seconds > 0;
+    o.enable_semantic_cache = c.enable_semantic_cache != 0 && c.semantic_cache_ttl_seconds > 0;
     o.result_cache.ttl = std::chrono::milliseconds(static_cast<std::int64_t>(std::ceil(c.result_cache_ttl_seconds * 1000.0)));
     o.semantic_cache.ttl =
         std::chrono::milliseconds(static_cast<std::int64_t>(std::ceil(c.semantic_cache_ttl_seconds * 1000.0)));

@@ -56,6 +56,12 @@ endif()
 
 add_compile_options(${_rapidqa_sanitize_flags} ${_rapidqa_sanitize_common})
 add_link_options(${_rapidqa_sanitize_flags})
+if(CMAKE_C_COMPILER_ID MATCHES "Clang")
+  # A C program linked by clang gets UBSan's C runtime only, but it links
+  # our C++ library, whose vptr and function checks need the C++ one (and
+  # that runtime needs libstdc++ on the command line).
+  add_link_options("$<$<LINK_LANGUAGE:C>:-fsanitize-link-c++-runtime;-lstdc++>")
+endif()
 if(RAPIDQA_FUZZ)
   # Coverage instrumentation for libFuzzer without its main(): the library,
   # tests and tools stay ordinary programs; only the fuzz targets link

@@ -22,7 +22,7 @@ int run_tool(const char* name, Body&& body) noexcept {
   } catch (const std::bad_alloc&) {
     std::fprintf(stderr, "%s: out of memory\n", name);
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "%s: internal error: %s\n", name, e.what());
+    std::fprintf(stderr, "%s: internal error: %.500s\n", name, e.what());  // a message may quote input
   } catch (...) {
     std::fprintf(stderr, "%s: internal error (unknown exception)\n", name);
   }

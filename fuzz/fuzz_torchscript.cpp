@@ -1,11 +1,10 @@
 // Feeds the TorchScript loader: the input is a model.pt file
-// (read_torchscript_parameters, i.e. torch::jit::load and the walk over
-// its parameters and buffers), then the weights of a model directory beside
-// the tiny BERT's config.json and vocab.txt (load_transformer: whatever
-// names, dtypes and shapes the file holds, checked against the config).
-// Loading only: nothing is run. torch::jit::load itself is LibTorch's code
-// (not instrumented here); what this guards is that its failures come back
-// as a Status. Seeds: the tiny BERT saved by torch::jit (make_seeds.cpp).
+// (read_torchscript_parameters: LibTorch's zip reader, then our own pickle
+// reader over data.pkl and the tensor records), then the weights of a model
+// directory beside the tiny BERT's config.json and vocab.txt
+// (load_transformer: whatever names, dtypes and shapes the file holds,
+// checked against the config). Loading only: nothing in the file is ever
+// compiled or run. Seeds: the tiny BERT saved by torch::jit (make_seeds.cpp).
 #include <cstddef>
 #include <cstdint>
 #include <string>

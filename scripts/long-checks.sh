@@ -115,8 +115,10 @@ configure() {  # configure DIR CMAKE_ARGS...
 
 # The installed_package_consumer test builds a consumer project against
 # the sanitized library: it must compile and link with the same runtime.
+# -fsanitize-link-c++-runtime: the C consumer links our C++ library, whose
+# UBSan checks need the C++ runtime that a C link leaves out.
 consumer_env() {  # consumer_env FLAGS
-  export CC=clang CXX=clang++ CFLAGS="$1" CXXFLAGS="$1" LDFLAGS="$1"
+  export CC=clang CXX=clang++ CFLAGS="$1" CXXFLAGS="$1" LDFLAGS="$1 -fsanitize-link-c++-runtime -lstdc++"
 }
 
 run_asan() {

@@ -21,6 +21,7 @@
 #include "cache/change_message.h"
 #include "cache/snapshot_codec.h"
 #include "common/bounded_json.h"
+#include "common/line_reader.h"
 #include "rapidqa/qa_engine.h"
 #include "rapidqa/rapidqa.h"
 #include "test_support.h"
@@ -143,6 +144,9 @@ TEST_CASE("clip_for_message bounds and escapes what it quotes", "[hostile]") {
   CHECK(clipped.find("10000 bytes") != std::string::npos);
   CHECK(rapidqa::detail::clip_for_message("a\xff\x01" "b") == "a\\xff\\x01b");
   CHECK(rapidqa::detail::clip_for_message("密码") == "密码");
+  // Overlong forms and surrogates are not UTF-8: escaped too.
+  CHECK(rapidqa::detail::clip_for_message("\xc0\xaf") == "\\xc0\\xaf");
+  CHECK(rapidqa::detail::clip_for_message("\xed\xa0\x80") == "\\xed\\xa0\\x80");
 }
 
 // ---- snapshots ----
@@ -213,7 +217,7 @@ TEST_CASE("Snapshot answers without provenance or with unknown tiers are refused
   inverted_span["extracted"] = {{"id", kPasswordEntry}, {"begin", 10}, {"end", 2}, {"score", 1.0}, {"probability", 0.5}};
   const std::vector<std::pair<const char*, json>> cases = {
       {"no matches", no_matches}, {"empty entry id", empty_id},        {"unknown answer tier", unknown_tier},
-      {"fallback", fallback},     {"not a cosine", nan_score},          {"extracted span begins", inverted_span}};
+      {"fallback", fallback},     {"not finite", nan_score},          {"extracted span begins", inverted_span}};
   for (const auto& [reason, answer] : cases) {
     DYNAMIC_SECTION(reason) {
       const auto path = write_snapshot("provenance.snapshot",
@@ -236,6 +240,41 @@ TEST_CASE("A snapshot of many identical vectors keeps one entry and loads quickl
   auto loaded = (*cache)->load_snapshot(path);
   REQUIRE(loaded.is_ok());
   CHECK((*cache)->stats().size == 1);
+}
+
+TEST_CASE("Snapshot TTLs are clamped, and entries expired when saved are skipped", "[hostile]") {
+  auto cache = rapidqa::SemanticCache::create({});
+  REQUIRE(cache.is_ok());
+  const std::size_t d = (*cache)->dimension();
+  json huge = snapshot_entry(unit_vector(d, 1), knowledge_answer("huge"), "huge");
+  huge["ttl_ms"] = std::numeric_limits<std::int64_t>::max();
+  huge["answer_ttl_ms"] = std::numeric_limits<std::int64_t>::max();
+  json expired = snapshot_entry(unit_vector(d, 2), knowledge_answer("old"), "old");
+  expired["ttl_ms"] = 0;
+  expired.erase("answer_ttl_ms");  // as snapshots written before that field existed
+  const auto path = write_snapshot("ttl.snapshot", snapshot_payload(d, json::array({huge, expired})));
+  auto loaded = (*cache)->load_snapshot(path);
+  REQUIRE(loaded.is_ok());
+  CHECK(loaded.value() == 1);
+}
+
+TEST_CASE("The semantic tier works with encoders that do not normalise", "[hostile]") {
+  auto cache = rapidqa::SemanticCache::create({});
+  REQUIRE(cache.is_ok());
+  const std::size_t d = (*cache)->dimension();
+  std::vector<float> scaled = unit_vector(d, 3);
+  for (float& x : scaled) x *= 7.5f;
+  (*cache)->insert(scaled.data(), "q", rapidqa::testing::answer_for("e", "A"));
+  CHECK((*cache)->stats().size == 1);
+  auto hit = (*cache)->lookup(unit_vector(d, 3).data(), "q");
+  REQUIRE(hit.answer);
+  CHECK(hit.answer->text == "A");
+  CHECK(hit.nearest_similarity == Approx(1.0f));
+  // NaN and zero vectors neither enter nor hit.
+  std::vector<float> zero(d, 0.0f);
+  (*cache)->insert(zero.data(), "z", rapidqa::testing::answer_for("e", "Z"));
+  CHECK((*cache)->stats().size == 1);
+  CHECK_FALSE((*cache)->lookup(std::vector<float>(d, std::nanf("")).data(), "q").answer);
 }
 
 TEST_CASE("A valid snapshot still round-trips through the engine", "[hostile]") {
@@ -440,6 +479,13 @@ TEST_CASE("The C ABI refuses non-finite and absurd options", "[hostile]") {
   CHECK(rqa_engine_create(&options, &engine) == RQA_INVALID_ARGUMENT);
   CHECK(std::string(rqa_last_error()).find("intra_op") != std::string::npos);
 
+  // A TTL of 0 still means "cache nothing": the tier is off.
+  rqa_engine_options_init(&options);
+  options.result_cache_ttl_seconds = 0;
+  REQUIRE(rqa_engine_create(&options, &engine) == RQA_OK);
+  rqa_engine_destroy(engine);
+  engine = nullptr;
+
   rqa_engine_options_init(&options);
   REQUIRE(rqa_engine_create(&options, &engine) == RQA_OK);
   REQUIRE(rqa_engine_load_knowledge(engine, rapidqa::testing::bundled_faq().c_str(), nullptr) == RQA_OK);
@@ -496,6 +542,18 @@ TEST_CASE("Bad knowledge lines are named by line, quoted briefly, and the rest s
   REQUIRE(kept->entries.size() == 1);
   CHECK(kept->entries[0].id == "a");
   CHECK(kept->skipped.size() == 5);
+}
+
+TEST_CASE("Line limits: a CRLF line at the limit fits, a zero limit is refused", "[hostile]") {
+  std::istringstream crlf(std::string(8, 'x') + "\r\n" + std::string(9, 'y') + "\n");
+  std::string line;
+  CHECK(rapidqa::detail::read_bounded_line(crlf, line, 8) == rapidqa::detail::LineRead::kLine);
+  CHECK(line == std::string(8, 'x'));
+  CHECK(rapidqa::detail::read_bounded_line(crlf, line, 8) == rapidqa::detail::LineRead::kTooLong);
+  rapidqa::KnowledgeFileOptions zero;
+  zero.max_line_bytes = 0;
+  std::istringstream empty("");
+  CHECK(rapidqa::parse_knowledge_jsonl(empty, "empty", zero).status().code() == StatusCode::kInvalidArgument);
 }
 
 TEST_CASE("A long question is refused without echoing it", "[hostile]") {

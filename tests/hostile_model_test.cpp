@@ -19,6 +19,8 @@
 #include <string>
 #include <vector>
 
+#include <sys/resource.h>
+
 #include <nlohmann/json.hpp>
 
 #include "model/torchscript_pickle.h"
@@ -217,19 +219,47 @@ std::string le(std::uint64_t v, int bytes) {
   return s;
 }
 
-std::string zip_archive(const std::vector<std::pair<std::string, std::string>>& files) {
+// One zip entry, optionally lying: a declared size other than its data's,
+// a method other than "stored", or its directory entry pointing at an
+// earlier entry's data.
+struct ZipEntry {
+  std::string name;
+  std::string data;
+  std::uint16_t method = 0;             // 0 stored, 8 deflate
+  std::int64_t declared_size = -1;      // uncompressed size in the headers; -1: data.size()
+  std::int64_t shares_data_of = -1;     // index of an earlier entry whose local header and data this one uses
+};
+
+std::string zip_entries(const std::vector<ZipEntry>& entries) {
   std::string out, directory;
-  for (const auto& [name, data] : files) {
-    const std::uint32_t crc = crc32(data);
-    const std::string sizes = le(crc, 4) + le(data.size(), 4) + le(data.size(), 4);
-    directory += le(0x02014b50, 4) + le(20, 2) + le(20, 2) + le(0, 2) + le(0, 2) + le(0, 4) + sizes +
-                 le(name.size(), 2) + le(0, 2) + le(0, 2) + le(0, 2) + le(0, 2) + le(0, 4) + le(out.size(), 4) + name;
-    out += le(0x04034b50, 4) + le(20, 2) + le(0, 2) + le(0, 2) + le(0, 4) + sizes + le(name.size(), 2) + le(0, 2) +
-           name + data;
+  std::vector<std::size_t> local_at;
+  std::vector<std::uint32_t> crcs;
+  for (const ZipEntry& e : entries) {
+    const bool shared = e.shares_data_of >= 0;
+    const auto source = static_cast<std::size_t>(shared ? e.shares_data_of : 0);
+    const std::string& data = shared ? entries[source].data : e.data;
+    const std::uint32_t crc = shared ? crcs[source] : crc32(data);
+    const std::uint64_t declared = e.declared_size < 0 ? data.size() : static_cast<std::uint64_t>(e.declared_size);
+    const std::string sizes = le(crc, 4) + le(data.size(), 4) + le(declared, 4);
+    const std::size_t at = shared ? local_at[source] : out.size();
+    if (!shared) {
+      out += le(0x04034b50, 4) + le(20, 2) + le(0, 2) + le(e.method, 2) + le(0, 4) + sizes + le(e.name.size(), 2) +
+             le(0, 2) + e.name + e.data;
+    }
+    local_at.push_back(at);
+    crcs.push_back(crc);
+    directory += le(0x02014b50, 4) + le(20, 2) + le(20, 2) + le(0, 2) + le(e.method, 2) + le(0, 4) + sizes +
+                 le(e.name.size(), 2) + le(0, 2) + le(0, 2) + le(0, 2) + le(0, 2) + le(0, 4) + le(at, 4) + e.name;
   }
   const std::size_t directory_at = out.size();
-  return out + directory + le(0x06054b50, 4) + le(0, 2) + le(0, 2) + le(files.size(), 2) + le(files.size(), 2) +
+  return out + directory + le(0x06054b50, 4) + le(0, 2) + le(0, 2) + le(entries.size(), 2) + le(entries.size(), 2) +
          le(directory.size(), 4) + le(directory_at, 4) + le(0, 2);
+}
+
+std::string zip_archive(const std::vector<std::pair<std::string, std::string>>& files) {
+  std::vector<ZipEntry> entries;
+  for (const auto& [name, data] : files) entries.push_back({name, data});
+  return zip_entries(entries);
 }
 
 // Pickle opcodes, protocol 2, as PyTorch's pickler writes them.
@@ -283,6 +313,18 @@ std::string module_pickle(const RawTensors& tensors) {
   return "\x80\x02" + root.pickle("Model") + ".";
 }
 
+// data.pkl as torch.save(model.state_dict()) writes it: an OrderedDict of
+// name -> tensor, then BUILD with {'_metadata': {module: {'version': 1}}}.
+std::string state_dict_pickle(const RawTensors& tensors) {
+  std::string s = "\x80\x02" + p_global("collections", "OrderedDict") + "q\x00)Rq\x01("s;
+  int key = 0;
+  for (const auto& [name, t] : tensors) {
+    s += p_string(name) + p_tensor(std::to_string(key++), element_count(t.shape), t.shape);
+  }
+  return s + "u}" + p_string("_metadata") + "h\x00)R("s + p_string("") + "}" + p_string("version") + "K\x01su" +
+         "sb.";
+}
+
 // A TorchScript archive of the tensors: one storage record per tensor.
 // `code` goes in as code/__torch__.py, never to be compiled.
 std::string torchscript_bytes(const RawTensors& tensors, const std::string& code) {
@@ -299,6 +341,21 @@ fs::path torchscript_dir(const std::string& name, const std::string& archive) {
   write_file(dir / "model.pt", archive);
   return dir;
 }
+
+// The process's peak resident memory so far. A hostile case that
+// allocated what the file asked for would have pushed it to gigabytes.
+std::size_t peak_rss_mib() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return static_cast<std::size_t>(usage.ru_maxrss) / 1024;  // ru_maxrss is in KiB on Linux
+}
+constexpr std::size_t kPeakRssLimitMib = 2048;
+
+// A pickled module object with the given attribute entries (pickled key,
+// value pairs).
+std::string p_object(const std::string& entries) { return p_global("__torch__", "M") + ")\x81}(" + entries + "ub"; }
+std::string p_get(std::uint32_t index) { return "j" + le(index, 4); }  // LONG_BINGET
+std::string p_put(std::uint32_t index) { return "r" + le(index, 4); }  // LONG_BINPUT
 
 std::vector<float> encode(const rapidqa::TransformerEncoder& encoder) {
   std::vector<float> out;
@@ -590,8 +647,13 @@ TEST_CASE("Hostile model files: hostile pickles in data.pkl are refused without 
           "reaches element");
   refused(object + "}(" + p_string("w") + p_tensor("0", 10, {2}, 0, "QInt8Storage") + "ub.",
           "storage type 'torch.QInt8Storage' is not supported");
-  // An object whose attribute is itself: a cycle, walked to a bounded depth.
-  refused(object + "q\x00}("s + p_string("self") + "h\x00ub."s, "nested deeper");
+  // An object whose attribute is itself: a cycle, walked once.
+  const auto self = read_pickled_tensors(object + "q\x00}("s + p_string("self") + "h\x00ub."s);
+  REQUIRE(self.is_ok());
+  CHECK(self->empty());
+  std::string deep = p_string("w") + p_tensor("0", 1, {1});
+  for (int level = 0; level < 70; ++level) deep = p_string("m") + p_object(deep);
+  refused(p_object(deep) + ".", "nested deeper than 64");
   // A list appended to itself holds no tensors and leaks nothing.
   const auto cycle = read_pickled_tensors("]q\x00h\x00" "a."s);
   REQUIRE(cycle.is_ok());
@@ -628,4 +690,285 @@ TEST_CASE("Hostile model files: every one-byte change or truncation of a data.pk
     if (!read_pickled_tensors(pickle.substr(0, i)).is_ok()) ++refused;
   }
   CHECK(refused > pickle.size());  // most changes break it; none crashed
+}
+
+// The cases below are each built so that a reader which copied, walked or
+// extracted what the file asked for would need gigabytes or hours; each
+// must be refused at once. A hang would show as the test never ending, and
+// memory is checked as the process's peak (no timing is asserted).
+
+TEST_CASE("Hostile model files: strings in data.pkl are copied within a budget, never once per reference",
+          "[hostile]") {
+  using rapidqa::model::read_pickled_tensors;
+  auto refused = [](const std::string& pickle, const std::string& why) {
+    INFO(why);
+    const auto r = read_pickled_tensors(pickle);
+    REQUIRE_FALSE(r.is_ok());
+    CHECK(r.status().code() == StatusCode::kDataLoss);
+    CHECK(r.status().message().find(why) != std::string::npos);
+    CHECK(r.status().message().size() < 400);
+  };
+  const std::string mib(1u << 20, 'a');
+  // One 1 MiB string, joined with itself by a 5-byte STACK_GLOBAL 2000
+  // times: 4 GB of names if each join were made.
+  std::string joins = "\x80\x04" + p_string(mib) + p_put(0);
+  for (int i = 0; i < 2000; ++i) joins += "h\x00h\x00\x93"s + "0";
+  refused(joins + "N.", "STACK_GLOBAL name longer than 1024 bytes");
+  // Short enough to join, but 1000 bytes joined 900,000 times: refused once
+  // the copies outgrow a small multiple of the pickle.
+  std::string many_joins = "\x80\x04" + p_string(std::string(1000, 'a')) + p_put(0);
+  for (int i = 0; i < 900000; ++i) many_joins += "h\x00h\x00\x93"s + "0";
+  refused(many_joins + "N.", "bytes of strings, shapes and names");
+
+  // A 1 MiB storage key named by 4000 persistent ids: 4 GB of key copies.
+  auto storage_id = [](const std::string& key_op, const std::string& location_op) {
+    return "(" + p_string("storage") + p_global("torch", "FloatStorage") + key_op + location_op + "K\x01tQ0";
+  };
+  std::string long_key = p_string(mib) + p_put(0) + "0";
+  for (int i = 0; i < 4000; ++i) long_key += storage_id(p_get(0), p_string("cpu"));
+  refused(long_key + "N.", "storage key");
+  refused(storage_id(p_string("../../etc/passwd"), p_string("cpu")) + "N.", "storage key '../../etc/passwd'");
+  refused(storage_id(p_string(""), p_string("cpu")) + "N.", "storage key");
+  refused(storage_id(p_string("0"), p_string(std::string(100, 'c'))) + "N.", "storage location longer than 64");
+  // One key, two element counts: the view would be checked against one and
+  // read from the other.
+  const std::string object = p_global("__torch__", "M") + ")\x81";
+  refused(object + "}(" + p_string("a") + p_tensor("0", 10, {10}) + p_string("b") + p_tensor("0", 1000, {1000}) +
+              "ub.",
+          "storage '0' is declared as 10 elements of FloatStorage and as 1000 elements of FloatStorage");
+  refused(object + "}(" + p_string("a") + p_tensor("0", 10, {10}) + p_string("b") +
+              p_tensor("0", 10, {10}, 0, "HalfStorage") + "ub.",
+          "and as 10 elements of HalfStorage");
+  // The same key declared alike is one storage.
+  const auto twice = read_pickled_tensors(object + "}(" + p_string("a") + p_tensor("0", 10, {10}) + p_string("b") +
+                                          p_tensor("0", 10, {5}, 5) + "ub.");
+  REQUIRE(twice.is_ok());
+  CHECK(twice->at("b").storage_key == "0");
+  CHECK(peak_rss_mib() < kPeakRssLimitMib);
+}
+
+TEST_CASE("Hostile model files: naming tensors walks each module once, with bounded names", "[hostile]") {
+  using rapidqa::model::read_pickled_tensors;
+  auto refused = [](const std::string& pickle, const std::string& why) {
+    INFO(why);
+    const auto r = read_pickled_tensors(pickle);
+    REQUIRE_FALSE(r.is_ok());
+    CHECK(r.status().message().find(why) != std::string::npos);
+    CHECK(r.status().message().size() < 400);
+  };
+  // 20 modules, each with two attributes naming the next, the last holding
+  // a tensor and 2 million other entries: 2^20 paths, so 2^20 walks of 2
+  // million entries if each path were walked. named_modules() names a
+  // shared module once, by its first path; so does this reader.
+  std::string chain = "\x80\x02K\x07" + p_put(0);
+  chain += p_global("__torch__", "M") + ")\x81}(" + p_string("w") + p_tensor("0", 4, {4}) + "u";
+  for (int batch = 0; batch < 5; ++batch) {  // SETITEMS of 400,000 pairs each, within the stack bound
+    chain += "(";
+    for (int i = 0; i < 400000; ++i) chain += "h\x00h\x00"s;
+    chain += "u";
+  }
+  chain += "b" + p_put(1);
+  for (std::uint32_t level = 1; level <= 20; ++level) {
+    chain += p_object(p_string("a") + p_get(level) + p_string("b") + p_get(level)) + p_put(level + 1);
+  }
+  const auto shared = read_pickled_tensors(chain + ".");
+  REQUIRE(shared.is_ok());
+  REQUIRE(shared->size() == 1);
+  std::string first_path;
+  for (int level = 0; level < 20; ++level) first_path += "a.";
+  CHECK(shared->begin()->first == first_path + "w");
+
+  // A 1 MiB attribute name at 60 levels: names of up to 60 MiB, 1.8 GB in
+  // all if each level's name were built.
+  std::string long_names = p_string(std::string(1u << 20, 'n')) + p_put(0) + "0";
+  std::string nested = p_string("w") + p_tensor("0", 1, {1});
+  for (int level = 0; level < 60; ++level) nested = p_get(0) + p_object(nested);
+  refused(long_names + p_object(nested) + ".", "attribute name of 1048576 bytes");
+  // Names within the per-attribute bound, but a path past 4 KiB.
+  std::string long_path = p_string(std::string(200, 'p')) + p_put(0) + "0";
+  nested = p_string("w") + p_tensor("0", 1, {1});
+  for (int level = 0; level < 30; ++level) nested = p_get(0) + p_object(nested);
+  refused(long_path + p_object(nested) + ".", "longer than 4096 bytes");
+  // 15 levels of 256-byte names over 500,000 distinct short attributes of one
+  // memoized tensor: 500,000 names of 3.9 KB, 2 GB if built. Refused once the
+  // names outgrow a small multiple of the pickle.
+  std::string wide = "\x80\x02" + p_string(std::string(256, 'k')) + p_put(0) + "0" + p_tensor("0", 1, {1}) +
+                     p_put(1) + "0";
+  std::string leaf;
+  for (int batch = 0; batch < 2; ++batch) {
+    leaf += "(";
+    for (int i = 0; i < 250000; ++i) leaf += p_string("k" + std::to_string(batch * 250000 + i)) + "h\x01"s;
+    leaf += "u";
+  }
+  std::string tree = p_global("__torch__", "M") + ")\x81}" + leaf + "b";
+  for (int level = 0; level < 15; ++level) tree = p_object(p_get(0) + tree);
+  refused(wide + tree + ".", "bytes of strings, shapes and names");
+  CHECK(peak_rss_mib() < kPeakRssLimitMib);
+}
+
+TEST_CASE("Hostile model files: data.pkl's memo is bounded", "[hostile]") {
+  using rapidqa::model::read_pickled_tensors;
+  // 60 MB of MEMOIZE, one byte per memo entry: 60 million entries.
+  const auto memoize = read_pickled_tensors("N" + std::string(60u << 20, '\x94') + ".");
+  REQUIRE_FALSE(memoize.is_ok());
+  CHECK(memoize.status().code() == StatusCode::kDataLoss);
+  CHECK(memoize.status().message().find("more than 1048576 memo entries") != std::string::npos);
+  // LONG_BINPUT at distinct indices, likewise.
+  std::string puts = "N";
+  for (std::uint32_t i = 0; i < 1100000; ++i) puts += p_put(i * 7);
+  const auto put = read_pickled_tensors(puts + ".");
+  REQUIRE_FALSE(put.is_ok());
+  CHECK(put.status().message().find("memo entries") != std::string::npos);
+  // Re-using one index is not growth.
+  std::string reput = "N";
+  for (int i = 0; i < 1100000; ++i) reput += "q\x05";
+  CHECK(read_pickled_tensors(reput + "0}.").is_ok());
+  CHECK(peak_rss_mib() < kPeakRssLimitMib);
+}
+
+TEST_CASE("Hostile model files: a TorchScript archive is never extracted or copied beyond what the file holds",
+          "[hostile]") {
+  const std::string version = "3\n";
+  auto refused_archive = [](const std::string& name, const std::string& archive, const std::vector<std::string>& why) {
+    check_refused(load(torchscript_dir(name, archive)).status(), StatusCode::kDataLoss, why);
+  };
+  // data.pkl as a state dict of `count` tensors t0, t1, ..., each made by `tensor(i)`.
+  auto dict_pickle = [](int count, const std::function<std::string(int)>& tensor) {
+    std::string s = "\x80\x02}(";
+    for (int i = 0; i < count; ++i) s += p_string("t" + std::to_string(i)) + tensor(i);
+    return s + "u.";
+  };
+
+  // Declared sizes LibTorch would allocate before inflating: data.pkl, the
+  // version record its reader opens first, a storage record. Each is a few
+  // bytes of "deflate" data declaring 3 GB.
+  const std::string pickle = dict_pickle(1, [](int) { return p_tensor("0", 4, {4}); });
+  const std::int64_t three_gb = 3000000000;
+  refused_archive("bomb-pickle",
+                  zip_entries({{"archive/data.pkl", "xxxxxxxx", 8, three_gb}, {"archive/version", version}}),
+                  {"model.pt", "data.pkl declares 3000000000 bytes"});
+  refused_archive("bomb-version",
+                  zip_entries({{"archive/data.pkl", pickle}, {"archive/version", "xxxxxxxx", 8, three_gb}}),
+                  {"model.pt", "'version' record declares 3000000000 bytes"});
+  refused_archive("bomb-storage",
+                  zip_entries({{"archive/data.pkl", pickle},
+                               {"archive/data/0", "xxxxxxxx", 8, three_gb},
+                               {"archive/version", version}}),
+                  {"model.pt", "'t0'", "storage records declare more than"});
+
+  // 4000 directory entries sharing one 1 MiB stored record, each a storage
+  // of the pickle: 4000 extractions of 1 MiB (and 4000 copies) if each were
+  // made.
+  {
+    constexpr int kStorages = 4000;
+    auto whole = [](int i) { return p_tensor(std::to_string(i), 1 << 18, {1 << 18}); };
+    std::vector<ZipEntry> entries = {
+        {"archive/data.pkl", dict_pickle(kStorages, whole)},
+        {"archive/version", version},
+        {"archive/data/0", std::string(1u << 20, '\0')}};
+    for (int i = 1; i < kStorages; ++i) {
+      entries.push_back({"archive/data/" + std::to_string(i), "", 0, -1, 2});
+    }
+    refused_archive("shared-records", zip_entries(entries), {"model.pt", "storage records declare more than"});
+  }
+
+  // 1000 partial views of one 4 MiB storage: 4 GB of copies if each were
+  // copied out.
+  {
+    const std::string view = p_tensor("0", 1 << 20, {(1 << 20) - 1}, 1) + p_put(0);
+    const std::string views = dict_pickle(1000, [&](int i) { return i == 0 ? view : p_get(0); });
+    refused_archive("copied-views",
+                    zip_archive({{"archive/data.pkl", views},
+                                 {"archive/data/0", std::string(4u << 20, '\0')},
+                                 {"archive/version", version}}),
+                    {"model.pt", "copies of partial views would exceed the 4194304 bytes"});
+  }
+
+  // Two records whose names differ only in case: miniz finds either, so the
+  // sizes read first could be the other one's.
+  refused_archive("case-twins",
+                  zip_archive({{"archive/data.pkl", pickle},
+                               {"archive/data/0", std::string(16, '\0')},
+                               {"archive/DATA/0", std::string(16, '\0')},
+                               {"archive/version", version}}),
+                  {"model.pt", "two records named 'archive/DATA/0'"});
+
+  // What stays accepted: tied weights (whole-storage views under several
+  // names) and a partial view, as torch.jit.save writes them.
+  {
+    const RawTensors weights = tiny_bert();
+    PickleModule root;
+    int key = 0, embeddings_key = -1;
+    for (const auto& [name, t] : weights) {
+      if (name == "embeddings.word_embeddings.weight") embeddings_key = key;
+      PickleModule* node = &root;
+      std::string rest = name;
+      for (std::size_t dot; (dot = rest.find('.')) != std::string::npos; rest = rest.substr(dot + 1)) {
+        node = &node->children[rest.substr(0, dot)];
+      }
+      node->tensors[rest] = p_tensor(std::to_string(key++), element_count(t.shape), t.shape);
+    }
+    const std::int64_t vocab = static_cast<std::int64_t>(kVocab.size());
+    for (const char* alias : {"tied_a", "tied_b", "tied_c"}) {
+      root.children["decoder"].tensors[alias] = p_tensor(std::to_string(embeddings_key), vocab * 8, {vocab, 8});
+    }
+    root.children["decoder"].tensors["row_3"] = p_tensor(std::to_string(embeddings_key), vocab * 8, {8}, 24);
+    std::vector<std::pair<std::string, std::string>> files = {
+        {"archive/data.pkl", "\x80\x02" + root.pickle("Model") + "."}};
+    key = 0;
+    for (const auto& entry : weights) files.emplace_back("archive/data/" + std::to_string(key++), entry.second.bytes);
+    files.emplace_back("archive/version", version);
+    auto tied = load(torchscript_dir("tied", zip_archive(files)));
+    REQUIRE(tied.is_ok());
+    auto reference = load(safetensors_dir("tied-reference", weights));
+    REQUIRE(reference.is_ok());
+    const auto a = encode(**tied), b = encode(**reference);
+    REQUIRE(a.size() == b.size());
+    for (std::size_t i = 0; i < a.size(); ++i) CHECK(a[i] == Approx(b[i]).margin(1e-6));
+  }
+  CHECK(peak_rss_mib() < kPeakRssLimitMib);
+}
+
+TEST_CASE("Hostile model files: a torch.save'd state dict is read as PyTorch writes it", "[hostile]") {
+  using rapidqa::model::read_pickled_tensors;
+  // data.pkl of torch.save(nn.Sequential(nn.Linear(3, 2), nn.LayerNorm(2)).state_dict())
+  // from PyTorch 1.13: an OrderedDict, then BUILD setting its _metadata.
+  const std::string written =
+      "\x80\x02" "ccollections\x0aOrderedDict\x0aq\x00)Rq\x01(X\x08\x00\x00\x00" "0.weightq\x02" "ctorch._ut"
+      "ils\x0a_rebuild_tensor_v2\x0aq\x03((X\x07\x00\x00\x00storageq\x04" "ctorch\x0a" "FloatStorage\x0aq\x05X"
+      "\x01\x00\x00\x00" "0q\x06X\x03\x00\x00\x00" "cpuq\x07K\x06tq\x08QK\x00K\x02K\x03\x86q\x09K\x03K\x01\x86q"
+      "\x0a\x89h\x00)Rq\x0btq\x0cRq\x0dX\x06\x00\x00\x00" "0.biasq\x0eh\x03((h\x04h\x05X\x01\x00\x00\x00" "1"
+      "q\x0fh\x07K\x02tq\x10QK\x00K\x02\x85q\x11K\x01\x85q\x12\x89h\x00)Rq\x13tq\x14Rq\x15X\x08\x00\x00\x00" "1"
+      ".weightq\x16h\x03((h\x04h\x05X\x01\x00\x00\x00" "2q\x17h\x07K\x02tq\x18QK\x00K\x02\x85q\x19K\x01\x85q"
+      "\x1a\x89h\x00)Rq\x1btq\x1cRq\x1dX\x06\x00\x00\x00" "1.biasq\x1eh\x03((h\x04h\x05X\x01\x00\x00\x00" "3"
+      "q\x1fh\x07K\x02tq QK\x00K\x02\x85q!K\x01\x85q\"\x89h\x00)Rq#tq$Rq%u}q&X\x09\x00\x00\x00_metadataq\x27h"
+      "\x00)Rq((X\x00\x00\x00\x00q)}q*X\x07\x00\x00\x00versionq+K\x01sX\x01\x00\x00\x00" "0q,}q-h+K\x01s"
+      "X\x01\x00\x00\x00" "1"
+      "q.}q/h+K\x01susb."s;
+  REQUIRE(written.size() == 453);
+  const auto read = read_pickled_tensors(written);
+  REQUIRE(read.is_ok());
+  REQUIRE(read->size() == 4);
+  CHECK(read->at("0.weight").sizes == std::vector<std::int64_t>{2, 3});
+  CHECK(read->at("0.weight").strides == std::vector<std::int64_t>{3, 1});
+  CHECK(read->at("0.weight").storage_numel == 6);
+  CHECK(read->at("1.bias").storage_key == "3");
+  // BUILD stays refused on anything else: a dict's state must be a dict.
+  const auto none_state = read_pickled_tensors("}Nb.");
+  CHECK_FALSE(none_state.is_ok());
+
+  // The same layout for the tiny BERT loads and encodes as its safetensors.
+  const RawTensors weights = tiny_bert();
+  std::vector<std::pair<std::string, std::string>> files = {{"archive/data.pkl", state_dict_pickle(weights)}};
+  int key = 0;
+  for (const auto& entry : weights) files.emplace_back("archive/data/" + std::to_string(key++), entry.second.bytes);
+  files.emplace_back("archive/version", "3\n");
+  auto from_state_dict = load(torchscript_dir("state-dict", zip_archive(files)));
+  INFO(from_state_dict.status().to_string());
+  REQUIRE(from_state_dict.is_ok());
+  auto reference = load(safetensors_dir("state-dict-reference", weights));
+  REQUIRE(reference.is_ok());
+  const auto a = encode(**from_state_dict), b = encode(**reference);
+  REQUIRE(a.size() == b.size());
+  for (std::size_t i = 0; i < a.size(); ++i) CHECK(a[i] == Approx(b[i]).margin(1e-6));
 }

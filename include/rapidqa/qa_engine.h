@@ -213,7 +213,10 @@ class RAPIDQA_EXPORT QAEngine {
   // cached for this exact question (in the options' tenant, both tiers)
   // with `text`; it keeps the entries the old answer was built from, so a
   // later knowledge update still invalidates it, and it lasts until the
-  // tiers' TTLs. kInvalidArgument for a bad question or empty text.
+  // tiers' TTLs. A correction for a question nothing was cached for has no
+  // entries to keep: it goes to the exact tier only (the semantic tier holds
+  // only answers a knowledge change can invalidate). kInvalidArgument for a
+  // bad question or tenant, or empty or invalid UTF-8 text.
   // delete_cached_answer removes it; the next ask is answered afresh.
   Status correct_cached_answer(std::string_view question, std::string text, const AskOptions& options = {});
   Result<std::size_t> delete_cached_answer(std::string_view question, const AskOptions& options = {});

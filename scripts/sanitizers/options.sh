@@ -70,8 +70,9 @@ unset _rapidqa_sanitizers_dir
 # fuzz_<target>:
 #   torchscript  no leak checking: LibTorch's own archive reader
 #                (caffe2::serialize::PyTorchStreamReader, inside
-#                libtorch_cpu) leaks its zip state whenever torch::jit::load
-#                rejects a malformed file, a few hundred bytes per input;
+#                libtorch_cpu) leaks its zip state whenever it rejects a
+#                malformed archive, a few hundred bytes per input (checked
+#                again with our own pickle reader in front of it);
 #                the stacks lie entirely inside libtorch_cpu. Our code on
 #                that path is covered with leak checking by the safetensors
 #                and model_config targets.

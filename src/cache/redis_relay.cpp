@@ -16,6 +16,7 @@
 
 #include "cache/change_message.h"
 #include "cache/redis_client.h"
+#include "common/bounded_json.h"
 
 namespace rapidqa::cache {
 namespace {
@@ -329,7 +330,10 @@ Status RedisRelay::resync(StreamId replay_after) {
       if (stopping()) return Status::ok();
       if (!entry.is_array() || entry.elements.size() < 2) continue;
       auto id = StreamId::parse(entry.elements[0].text);
-      if (!id) return Status::unavailable(fmt::format("Redis returned a bad stream id '{}'", entry.elements[0].text));
+      if (!id) {
+        return Status::unavailable(
+            fmt::format("Redis returned a bad stream id '{}'", detail::clip_for_message(entry.elements[0].text)));
+      }
       from = *id;
       std::string payload;
       const auto& fields = entry.elements[1].elements;

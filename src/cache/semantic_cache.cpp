@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -45,6 +46,20 @@ constexpr std::size_t kLookupNeighbors = 4;
 Status check_threshold(float threshold, const std::string& what) {
   if (threshold > 0.0f && threshold <= 1.0f) return Status::ok();
   return Status::invalid_argument(fmt::format("semantic cache: {} {} is outside (0, 1]", what, threshold));
+}
+
+// The vector scaled to unit length, so similarities are cosines whatever
+// the encoder returns: the vector itself when it already is, a copy in
+// scratch when not, null when it cannot be (a NaN or infinity, length 0).
+const float* unit_length(const float* vector, std::size_t dimension, std::vector<float>& scratch) {
+  double squared = 0;
+  for (std::size_t i = 0; i < dimension; ++i) squared += static_cast<double>(vector[i]) * vector[i];
+  if (!std::isfinite(squared) || squared <= 0) return nullptr;
+  if (std::fabs(squared - 1.0) < 1e-5) return vector;
+  const double scale = 1.0 / std::sqrt(squared);
+  scratch.resize(dimension);
+  for (std::size_t i = 0; i < dimension; ++i) scratch[i] = static_cast<float>(vector[i] * scale);
+  return scratch.data();
 }
 
 }  // namespace
@@ -152,7 +167,9 @@ Result<std::unique_ptr<SemanticCache>> SemanticCache::create(SemanticCacheOption
   }
   Status valid = check_threshold(options.similarity_threshold, "similarity_threshold");
   for (const auto& [tenant, threshold] : options.tenant_thresholds) {
-    if (valid.is_ok()) valid = check_threshold(threshold, fmt::format("threshold of tenant '{}'", tenant));
+    if (valid.is_ok()) {
+      valid = check_threshold(threshold, fmt::format("threshold of tenant '{}'", detail::clip_for_message(tenant)));
+    }
   }
   if (!valid.is_ok()) return valid;
   if (!options.clock) options.clock = steady_clock_instance();
@@ -169,7 +186,9 @@ SemanticLookup SemanticCache::lookup(const float* vector, const std::string& que
   SemanticLookup result;
   // A non-finite query (a broken encoder) compares as "not below the
   // threshold" with every cached vector: it must never hit.
-  if (!cache::cached_vector_problem(vector, impl_->options.dimension).empty()) {
+  std::vector<float> scratch;
+  vector = unit_length(vector, impl_->options.dimension, scratch);
+  if (!vector) {
     impl_->misses.fetch_add(1, std::memory_order_relaxed);
     return result;
   }
@@ -204,11 +223,12 @@ SemanticLookup SemanticCache::lookup(const float* vector, const std::string& que
 void SemanticCache::insert(const float* vector, const std::string& question, Answer answer, const std::string& tenant,
                            std::chrono::milliseconds ttl) {
   if (impl_->options.capacity == 0) return;
-  // A vector that is not unit length (a NaN from a broken model, a zero
-  // vector) would match everything or nothing: it is never cached, and an
-  // answer without provenance could never be invalidated.
-  if (!cache::cached_vector_problem(vector, impl_->options.dimension).empty()) return;
-  if (!cache::cached_answer_problem(answer).empty()) return;
+  // A vector with a NaN (a broken model) or of zero length would match
+  // everything or nothing: it is never cached. Neither is an answer without
+  // provenance, which no knowledge change could ever drop.
+  std::vector<float> scratch;
+  vector = unit_length(vector, impl_->options.dimension, scratch);
+  if (!vector || !cache::cached_answer_problem(answer).empty()) return;
   const auto now = impl_->options.clock->now();
   std::unique_lock<std::shared_mutex> lock(impl_->mu);
   impl_->erase_same_question(tenant, vector);
@@ -217,7 +237,7 @@ void SemanticCache::insert(const float* vector, const std::string& question, Ans
 
 Status SemanticCache::set_tenant_threshold(const std::string& tenant, std::optional<float> threshold) {
   if (threshold) {
-    Status valid = check_threshold(*threshold, fmt::format("threshold of tenant '{}'", tenant));
+    Status valid = check_threshold(*threshold, fmt::format("threshold of tenant '{}'", detail::clip_for_message(tenant)));
     if (!valid.is_ok()) return valid;
   }
   std::unique_lock<std::shared_mutex> lock(impl_->mu);
@@ -303,73 +323,83 @@ Status SemanticCache::save_snapshot(const std::string& path) const {
 
 Result<std::size_t> SemanticCache::load_snapshot(const std::string& path,
                                                  const std::function<bool(const Answer&)>& keep) {
-  clear();  // whatever happens, nothing from before or from a bad file is served
-  // A byte-bounded cache never wrote a file much larger than its bound (the
-  // estimate counts more than the file stores): a larger one is not ours.
-  const std::uint64_t max_file_bytes =
-      impl_->options.capacity_bytes == 0 ? 0 : std::max<std::uint64_t>(64u << 20, 4ull * impl_->options.capacity_bytes);
-  auto payload = cache::read_snapshot_file(path, max_file_bytes, impl_->options.snapshot_key);
-  if (!payload) return payload.status();
-  struct Loaded {
-    std::string tenant, question;
-    std::chrono::milliseconds left, ttl;  // time left, and the answer's own TTL (for sliding renewals)
-    std::vector<float> vector;
-    Answer answer;
-  };
-  std::vector<Loaded> loaded;
-  auto doc = detail::parse_cbor_bounded(payload.value());
-  if (!doc) return Status::data_loss(fmt::format("{}: snapshot payload is malformed: {}", path, doc.status().message()));
-  std::size_t position = 0;
-  try {
-    const auto dimension = doc->at("dimension").get<std::size_t>();
-    if (dimension != impl_->options.dimension) {
-      return Status::failed_precondition(fmt::format(
-          "{}: snapshot vectors have dimension {}, this cache {} (another encoder?)", path, dimension,
-          impl_->options.dimension));
-    }
-    for (const auto& e : doc->at("entries")) {
-      ++position;
-      const auto& bytes = e.at("vector").get_binary();
-      if (bytes.size() != dimension * sizeof(float)) {
-        return Status::data_loss(fmt::format("{}: entry {}: vector has {} bytes, expected {}", path, position,
-                                             bytes.size(), dimension * sizeof(float)));
+  // Nothing here should throw, but an allocation can: the caller gets a
+  // Status, never an exception (and the cache what was loaded so far).
+  return detail::guarded("loading the semantic cache", [&]() -> Result<std::size_t> {
+    clear();  // whatever happens, nothing from before or from a bad file is served
+    // A byte-bounded cache never wrote a file much larger than its bound (the
+    // estimate counts more than the file stores): a larger one is not ours.
+    const std::uint64_t bound = impl_->options.capacity_bytes;
+    const std::uint64_t max_file_bytes =
+        bound == 0 ? 0 : std::max<std::uint64_t>(64u << 20, bound > UINT64_MAX / 4 ? UINT64_MAX : 4 * bound);
+    auto payload = cache::read_snapshot_file(path, max_file_bytes, impl_->options.snapshot_key);
+    if (!payload) return payload.status();
+    struct Loaded {
+      std::string tenant, question;
+      std::chrono::milliseconds left, ttl;  // time left, and the answer's own TTL (for sliding renewals)
+      std::vector<float> vector;
+      Answer answer;
+    };
+    std::vector<Loaded> loaded;
+    auto doc = detail::parse_cbor_bounded(payload.value());
+    if (!doc) return Status::data_loss(fmt::format("{}: snapshot payload is malformed: {}", path, doc.status().message()));
+    std::size_t position = 0;
+    try {
+      const auto dimension = doc->at("dimension").get<std::size_t>();
+      if (dimension != impl_->options.dimension) {
+        return Status::failed_precondition(fmt::format(
+            "{}: snapshot vectors have dimension {}, this cache {} (another encoder?)", path, dimension,
+            impl_->options.dimension));
       }
-      const std::chrono::milliseconds left(e.at("ttl_ms").get<std::int64_t>());
-      // Snapshots written before answer_ttl_ms existed: the time left is all we know.
-      const std::chrono::milliseconds ttl(e.value("answer_ttl_ms", left.count()));
-      Loaded l{e.at("tenant").get<std::string>(), e.at("question").get<std::string>(), left, ttl,
-               std::vector<float>(dimension), cache::answer_from_json(e.at("answer"))};
-      std::memcpy(l.vector.data(), bytes.data(), bytes.size());
-      std::string problem = cache::cached_vector_problem(l.vector.data(), dimension);
-      if (problem.empty()) problem = cache::cached_answer_problem(l.answer);
-      if (problem.empty() && l.question.empty()) problem = "empty question";
-      if (problem.empty() && l.question.size() > kMaxCachedQuestionBytes) {
-        problem = fmt::format("question of {} bytes", l.question.size());
+      for (const auto& e : doc->at("entries")) {
+        ++position;
+        const auto& bytes = e.at("vector").get_binary();
+        if (bytes.size() != dimension * sizeof(float)) {
+          return Status::data_loss(fmt::format("{}: entry {}: vector has {} bytes, expected {}", path, position,
+                                               bytes.size(), dimension * sizeof(float)));
+        }
+        // Clamped to the cache's TTL before anything converts them: a value
+        // near INT64_MAX milliseconds overflows in nanoseconds.
+        const auto cache_ttl = std::chrono::duration_cast<std::chrono::milliseconds>(impl_->options.ttl).count();
+        const std::chrono::milliseconds left(std::min(e.at("ttl_ms").get<std::int64_t>(), cache_ttl));
+        // Expired when saved (or a snapshot written before answer_ttl_ms
+        // existed with nothing left): skipped, whatever else it holds.
+        if (left.count() <= 0) continue;
+        const std::chrono::milliseconds ttl(std::min(e.value("answer_ttl_ms", left.count()), cache_ttl));
+        Loaded l{e.at("tenant").get<std::string>(), e.at("question").get<std::string>(), left, ttl,
+                 std::vector<float>(dimension), cache::answer_from_json(e.at("answer"))};
+        std::memcpy(l.vector.data(), bytes.data(), bytes.size());
+        std::string problem = cache::cached_vector_problem(l.vector.data(), dimension);
+        if (problem.empty()) problem = cache::cached_answer_problem(l.answer);
+        if (problem.empty() && l.question.empty()) problem = "empty question";
+        if (problem.empty() && l.question.size() > kMaxCachedQuestionBytes) {
+          problem = fmt::format("question of {} bytes", l.question.size());
+        }
+        if (problem.empty() && l.tenant.size() > kMaxTenantBytes) problem = fmt::format("tenant of {} bytes", l.tenant.size());
+        if (problem.empty() && l.ttl.count() <= 0) problem = fmt::format("answer TTL {} ms is not positive", l.ttl.count());
+        if (!problem.empty()) return Status::data_loss(fmt::format("{}: entry {}: {}", path, position, problem));
+        loaded.push_back(std::move(l));
       }
-      if (problem.empty() && l.tenant.size() > kMaxTenantBytes) problem = fmt::format("tenant of {} bytes", l.tenant.size());
-      if (problem.empty() && l.ttl.count() <= 0) problem = fmt::format("answer TTL {} ms is not positive", l.ttl.count());
-      if (!problem.empty()) return Status::data_loss(fmt::format("{}: entry {}: {}", path, position, problem));
-      loaded.push_back(std::move(l));
+    } catch (const std::exception& e) {
+      return Status::data_loss(
+          fmt::format("{}: snapshot payload is malformed (entry {}): {}", path, position, detail::clip_for_message(e.what(), 160)));
     }
-  } catch (const std::exception& e) {
-    return Status::data_loss(
-        fmt::format("{}: snapshot payload is malformed (entry {}): {}", path, position, detail::clip_for_message(e.what(), 160)));
-  }
-  // Everything parsed and checked: only now does anything enter the cache.
-  std::size_t inserted = 0;
-  const auto now = impl_->options.clock->now();
-  std::unique_lock<std::shared_mutex> lock(impl_->mu);
-  for (auto& l : loaded) {
-    if (l.left.count() <= 0 || (keep && !keep(l.answer))) continue;
-    // The same question twice (or a file of copies) keeps the later one, as
-    // insert() would, so the index never holds a pile of equal points.
-    impl_->erase_same_question(l.tenant, l.vector.data());
-    if (impl_->store.size() >= impl_->options.capacity) break;
-    impl_->store_entry(l.vector.data(), CachedEntry{cache::CachedAnswer(std::move(l.answer)), std::move(l.question), l.tenant},
-                       l.ttl, now, Clock::duration(l.left));
-    ++inserted;
-  }
-  return inserted;
+    // Everything parsed and checked: only now does anything enter the cache.
+    std::size_t inserted = 0;
+    const auto now = impl_->options.clock->now();
+    std::unique_lock<std::shared_mutex> lock(impl_->mu);
+    for (auto& l : loaded) {
+      if (l.left.count() <= 0 || (keep && !keep(l.answer))) continue;
+      // The same question twice (or a file of copies) keeps the later one, as
+      // insert() would, so the index never holds a pile of equal points.
+      impl_->erase_same_question(l.tenant, l.vector.data());
+      if (impl_->store.size() >= impl_->options.capacity) break;
+      impl_->store_entry(l.vector.data(), CachedEntry{cache::CachedAnswer(std::move(l.answer)), std::move(l.question), l.tenant},
+                         l.ttl, now, Clock::duration(l.left));
+      ++inserted;
+    }
+    return inserted;
+  });
 }
 
 std::vector<CachedIntent> SemanticCache::top_intents(std::size_t intents, const std::string& tenant) const {

@@ -10,11 +10,14 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <initializer_list>
+#include <memory>
+#include <stdexcept>
 
 #include <fmt/format.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
-#include <openssl/hmac.h>
+#include <openssl/params.h>
 
 namespace rapidqa::cache {
 namespace {
@@ -79,7 +82,7 @@ std::string cached_answer_problem(const Answer& a) {
     return fmt::format("unknown answer tier {}", tier);
   }
   if (a.tier == AnswerTier::kFallback) return "a fallback answer (fallbacks are never cached)";
-  if (!std::isfinite(a.score) || std::fabs(a.score) > 1.001f) return fmt::format("answer score {} is not a cosine", a.score);
+  if (!std::isfinite(a.score)) return fmt::format("answer score {} is not finite", a.score);
   if (a.matches.empty()) return "answer has no matches (no entry it was built from)";
   for (std::size_t i = 0; i < a.matches.size(); ++i) {
     const EntryMatch& m = a.matches[i];
@@ -109,19 +112,23 @@ std::string cached_vector_problem(const float* vector, std::size_t dimension) {
 
 namespace {
 
-// HMAC-SHA256 of the header and payload under key.
-std::array<std::uint8_t, kSnapshotMacBytes> snapshot_mac(const std::string& key, const std::string& header,
-                                                         const std::uint8_t* payload, std::size_t payload_bytes) {
-  std::array<std::uint8_t, kSnapshotMacBytes> mac{};
-  std::vector<std::uint8_t> message(header.begin(), header.end());
-  message.insert(message.end(), payload, payload + payload_bytes);
-  unsigned int length = 0;
-  if (!HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()), message.data(), message.size(), mac.data(),
-            &length) ||
-      length != mac.size()) {
-    throw std::runtime_error("HMAC-SHA256 failed");
-  }
-  return mac;
+// HMAC-SHA256 under key of the given pieces in order (header, payload),
+// fed incrementally so the payload is never copied for it.
+std::array<std::uint8_t, kSnapshotMacBytes> snapshot_mac(
+    const std::string& key, std::initializer_list<std::pair<const std::uint8_t*, std::size_t>> pieces) {
+  std::unique_ptr<EVP_MAC, decltype(&EVP_MAC_free)> mac(EVP_MAC_fetch(nullptr, "HMAC", nullptr), &EVP_MAC_free);
+  if (!mac) throw std::runtime_error("HMAC is not available from libcrypto");
+  std::unique_ptr<EVP_MAC_CTX, decltype(&EVP_MAC_CTX_free)> context(EVP_MAC_CTX_new(mac.get()), &EVP_MAC_CTX_free);
+  char digest[] = "SHA256";
+  const OSSL_PARAM params[] = {OSSL_PARAM_construct_utf8_string("digest", digest, 0), OSSL_PARAM_construct_end()};
+  bool ok = context && EVP_MAC_init(context.get(), reinterpret_cast<const unsigned char*>(key.data()), key.size(),
+                                    params) == 1;
+  for (const auto& [data, size] : pieces) ok = ok && EVP_MAC_update(context.get(), data, size) == 1;
+  std::array<std::uint8_t, kSnapshotMacBytes> out{};
+  std::size_t length = 0;
+  ok = ok && EVP_MAC_final(context.get(), out.data(), &length, out.size()) == 1 && length == out.size();
+  if (!ok) throw std::runtime_error("HMAC-SHA256 failed");
+  return out;
 }
 
 }  // namespace
@@ -133,7 +140,10 @@ Status write_snapshot_file(const std::string& path, const std::vector<std::uint8
   put<std::uint64_t>(header, payload.size());
   put<std::uint64_t>(header, fnv1a(payload));
   std::array<std::uint8_t, kSnapshotMacBytes> mac{};
-  if (!key.empty()) mac = snapshot_mac(key, header, payload.data(), payload.size());
+  if (!key.empty()) {
+    mac = snapshot_mac(key, {{reinterpret_cast<const std::uint8_t*>(header.data()), header.size()},
+                             {payload.data(), payload.size()}});
+  }
   const std::string temporary = path + ".tmp";
   const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return Status::io_error(fmt::format("{}: cannot create: {}", temporary, std::strerror(errno)));
@@ -175,11 +185,14 @@ Result<std::vector<std::uint8_t>> read_snapshot_file(const std::string& path, st
                                               path, size, max_bytes));
     }
   }
-  std::string bytes((std::istreambuf_iterator<char>(in)), {});
+  // Read once into the buffer that becomes the payload: a snapshot may be
+  // hundreds of megabytes, and every copy of it costs that again.
+  std::vector<std::uint8_t> bytes((std::istreambuf_iterator<char>(in)), {});
   if (bytes.size() < kHeaderBytes || std::memcmp(bytes.data(), kMagic, sizeof kMagic) != 0) {
     return Status::data_loss(fmt::format("{}: not a rapidqa semantic-cache snapshot (bad header)", path));
   }
-  const auto version = get<std::uint32_t>(bytes.data() + 8);
+  const char* header = reinterpret_cast<const char*>(bytes.data());
+  const auto version = get<std::uint32_t>(header + 8);
   if (version != kSnapshotVersion && version != kKeyedSnapshotVersion) {
     return Status::failed_precondition(fmt::format("{}: snapshot format version {}, this library reads versions {} and {}",
                                                    path, version, kSnapshotVersion, kKeyedSnapshotVersion));
@@ -190,22 +203,22 @@ Result<std::vector<std::uint8_t>> read_snapshot_file(const std::string& path, st
         fmt::format("{}: snapshot is not authenticated, and this cache only loads snapshots written with its key", path));
   }
   const std::size_t trailer = keyed ? kSnapshotMacBytes : 0;
-  const auto length = get<std::uint64_t>(bytes.data() + 12);
-  const auto checksum = get<std::uint64_t>(bytes.data() + 20);
+  const auto length = get<std::uint64_t>(header + 12);
+  const auto checksum = get<std::uint64_t>(header + 20);
   if (bytes.size() < kHeaderBytes + trailer || bytes.size() - kHeaderBytes - trailer != length) {
     return Status::data_loss(fmt::format("{}: snapshot holds {} bytes after its header, its header says {}{} (truncated?)",
                                          path, bytes.size() - kHeaderBytes, length, keyed ? " and a MAC" : ""));
   }
-  const auto* payload_begin = reinterpret_cast<const std::uint8_t*>(bytes.data()) + kHeaderBytes;
   if (!key.empty()) {
-    const auto mac = snapshot_mac(key, bytes.substr(0, kHeaderBytes), payload_begin, length);
-    if (CRYPTO_memcmp(mac.data(), payload_begin + length, mac.size()) != 0) {
+    const auto mac = snapshot_mac(key, {{bytes.data(), kHeaderBytes + length}});
+    if (CRYPTO_memcmp(mac.data(), bytes.data() + kHeaderBytes + length, mac.size()) != 0) {
       return Status::data_loss(fmt::format("{}: snapshot MAC does not match this cache's key (tampered, or another key)", path));
     }
   }
-  std::vector<std::uint8_t> payload(payload_begin, payload_begin + length);
-  if (fnv1a(payload) != checksum) return Status::data_loss(fmt::format("{}: snapshot checksum mismatch (corrupt)", path));
-  return payload;
+  bytes.resize(kHeaderBytes + length);
+  bytes.erase(bytes.begin(), bytes.begin() + kHeaderBytes);
+  if (fnv1a(bytes) != checksum) return Status::data_loss(fmt::format("{}: snapshot checksum mismatch (corrupt)", path));
+  return bytes;
 }
 
 }  // namespace rapidqa::cache

@@ -110,6 +110,35 @@ Result<json> parse_with(Input&& input, json::input_format_t format, const JsonLi
   return result;
 }
 
+// The length of the well-formed UTF-8 sequence text starts with (RFC 3629:
+// no overlong forms, no surrogates, nothing above U+10FFFF), or 0 when it
+// starts with anything else or a control character.
+std::size_t utf8_sequence_length(std::string_view text) {
+  const auto byte = [&](std::size_t k) { return static_cast<unsigned char>(text[k]); };
+  const unsigned char c = byte(0);
+  if (c < 0x80) return c < 0x20 || c == 0x7f ? 0 : 1;
+  std::size_t length = 0;
+  unsigned char low = 0x80, high = 0xbf;  // the second byte's range
+  if (c >= 0xc2 && c <= 0xdf) {
+    length = 2;
+  } else if (c >= 0xe0 && c <= 0xef) {
+    length = 3;
+    if (c == 0xe0) low = 0xa0;   // overlong
+    if (c == 0xed) high = 0x9f;  // surrogates
+  } else if (c >= 0xf0 && c <= 0xf4) {
+    length = 4;
+    if (c == 0xf0) low = 0x90;   // overlong
+    if (c == 0xf4) high = 0x8f;  // above U+10FFFF
+  } else {
+    return 0;
+  }
+  if (text.size() < length || byte(1) < low || byte(1) > high) return 0;
+  for (std::size_t k = 2; k < length; ++k) {
+    if ((byte(k) & 0xc0) != 0x80) return 0;
+  }
+  return length;
+}
+
 }  // namespace
 
 Result<json> parse_json_bounded(std::string_view text, const JsonLimits& limits) {
@@ -124,16 +153,13 @@ std::string clip_for_message(std::string_view text, std::size_t max_bytes) {
   std::string out;
   std::size_t i = 0;
   while (i < text.size() && out.size() < max_bytes) {
-    const auto c = static_cast<unsigned char>(text[i]);
-    std::size_t length = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xe ? 3 : (c >> 3) == 0x1e ? 4 : 0;
-    bool valid = length > 0 && i + length <= text.size();
-    for (std::size_t k = 1; valid && k < length; ++k) valid = (static_cast<unsigned char>(text[i + k]) & 0xc0) == 0x80;
-    if (valid && length == 1 && (c < 0x20 || c == 0x7f)) valid = false;
+    const std::size_t length = utf8_sequence_length(text.substr(i));
+    const bool valid = length > 0;
     if (valid) {
       out.append(text.substr(i, length));
       i += length;
     } else {
-      out += fmt::format("\\x{:02x}", c);
+      out += fmt::format("\\x{:02x}", static_cast<unsigned char>(text[i]));
       ++i;
     }
   }

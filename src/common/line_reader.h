@@ -36,7 +36,8 @@ inline LineRead read_bounded_line(std::istream& in, std::string& line, std::size
     }
     any = true;
     if (c == '\n') break;
-    if (line.size() >= max_bytes) return LineRead::kTooLong;
+    // A CRLF line of exactly max_bytes is not too long: its '\r' goes.
+    if (line.size() >= max_bytes && !(c == '\r' && line.size() == max_bytes)) return LineRead::kTooLong;
     line.push_back(static_cast<char>(c));
   }
   if (!line.empty() && line.back() == '\r') line.pop_back();

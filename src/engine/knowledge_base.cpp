@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include "common/bounded_json.h"
+
 namespace rapidqa::engine {
 namespace {
 
@@ -33,7 +35,8 @@ Result<std::string> KnowledgeBase::encoder_input(const std::string& phrasing) co
   // the text as written.
   auto normalized = normalize_text(phrasing, options_.normalize);
   if (!normalized) {
-    return Status::invalid_argument(fmt::format("phrasing \"{}\": {}", phrasing, normalized.status().message()));
+    return Status::invalid_argument(
+        fmt::format("phrasing \"{}\": {}", detail::clip_for_message(phrasing), normalized.status().message()));
   }
   if (!encoder_->wants_normalized_text()) return phrasing;
   return normalized;
@@ -127,7 +130,7 @@ Status KnowledgeBase::add(KnowledgeEntry entry) {
 
 Status KnowledgeBase::update(KnowledgeEntry entry) {
   const auto it = entries_.find(entry.id);
-  if (it == entries_.end()) return Status::not_found(fmt::format("no entry with id '{}'", entry.id));
+  if (it == entries_.end()) return Status::not_found(fmt::format("no entry with id '{}'", detail::clip_for_message(entry.id)));
   const std::uint64_t version = it->second.entry.version + 1;
   return store(std::move(entry), version);
 }
@@ -153,7 +156,7 @@ Result<bool> KnowledgeBase::store_if_newer(KnowledgeEntry entry) {
 
 Status KnowledgeBase::remove(const std::string& id) {
   const auto it = entries_.find(id);
-  if (it == entries_.end()) return Status::not_found(fmt::format("no entry with id '{}'", id));
+  if (it == entries_.end()) return Status::not_found(fmt::format("no entry with id '{}'", detail::clip_for_message(id)));
   erase_labels(it->second);
   entries_.erase(it);
   return Status::ok();

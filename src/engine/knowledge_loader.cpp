@@ -123,6 +123,7 @@ Status validate_entry(const KnowledgeEntry& entry) {
 Result<KnowledgeFile> parse_knowledge_jsonl(std::istream& in, const std::string& source,
                                             const KnowledgeFileOptions& options) {
   return detail::guarded("reading knowledge", [&]() -> Result<KnowledgeFile> {
+    if (options.max_line_bytes == 0) return Status::invalid_argument("max_line_bytes must be positive");
     KnowledgeFile file;
     std::vector<KnowledgeLineError> errors;
     std::unordered_map<std::string, std::size_t> first_line_of_id;

@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "common/bounded_json.h"
 #include "cache/knowledge_change.h"
 #include "cache/redis_relay.h"
 #include "common/guard.h"
@@ -84,7 +85,8 @@ Status check_score(float score, const char* field) {
 
 Status check_tier(const ResultCacheOptions& o, const char* name) {
   if (o.ttl.count() <= 0 || o.ttl > kMaxCacheTtl) {
-    return Status::invalid_argument(fmt::format("{}.ttl {} ms is outside (0, one year]", name, o.ttl.count()));
+    return Status::invalid_argument(fmt::format(
+        "{}.ttl {} ms is outside (0, one year] (to cache nothing, disable the tier)", name, o.ttl.count()));
   }
   if (o.stale_grace.count() < 0 || o.stale_grace > kMaxCacheTtl) {
     return Status::invalid_argument(fmt::format("{}.stale_grace {} ms is outside [0, one year]", name, o.stale_grace.count()));
@@ -111,9 +113,14 @@ Status validate_options(const EngineOptions& o) {
   if (o.reader_passages > kMaxTopK) {
     return Status::invalid_argument(fmt::format("reader_passages {} is more than {}", o.reader_passages, kMaxTopK));
   }
-  if (Status s = check_tier(o.result_cache, "result_cache"); !s.is_ok()) return s;
-  if (Status s = check_tier(o.knowledge_cache, "knowledge_cache"); !s.is_ok()) return s;
-  if (o.semantic_cache.ttl.count() <= 0 || o.semantic_cache.ttl > kMaxCacheTtl) {
+  // A disabled tier's options are never used: not checked.
+  if (o.enable_result_cache) {
+    if (Status s = check_tier(o.result_cache, "result_cache"); !s.is_ok()) return s;
+  }
+  if (o.enable_knowledge_cache) {
+    if (Status s = check_tier(o.knowledge_cache, "knowledge_cache"); !s.is_ok()) return s;
+  }
+  if (o.enable_semantic_cache && (o.semantic_cache.ttl.count() <= 0 || o.semantic_cache.ttl > kMaxCacheTtl)) {
     return Status::invalid_argument(
         fmt::format("semantic_cache.ttl {} ms is outside (0, one year]", o.semantic_cache.ttl.count()));
   }
@@ -123,7 +130,6 @@ Status validate_options(const EngineOptions& o) {
   if (o.degradation.default_timeout.count() < 0) return Status::invalid_argument("degradation.default_timeout must not be negative");
   if (o.degradation.lexical_reserve.count() < 0) return Status::invalid_argument("degradation.lexical_reserve must not be negative");
   if (o.rebuild_workers > 64) return Status::invalid_argument(fmt::format("rebuild_workers {} is more than 64", o.rebuild_workers));
-  if (o.fallback_answer.empty()) return Status::invalid_argument("fallback_answer must not be empty");
   if (o.knowledge_search_breadth <= 0) return Status::invalid_argument("knowledge_search_breadth must be positive");
   if (o.normalize.max_bytes == 0) return Status::invalid_argument("normalize.max_bytes must be positive");
   if (o.reader && o.reader_passages == 0) return Status::invalid_argument("reader_passages must be at least 1");
@@ -273,7 +279,8 @@ struct QAEngine::Impl {
         auto applied = knowledge->store_if_newer(std::move(entry));
         if (!applied) {
           log(LogLevel::kWarning, fmt::format("change to entry '{}' from instance {} not applied: {}",
-                                              change.entry_id, change.origin, applied.status().message()));
+                                              detail::clip_for_message(change.entry_id),
+                                              detail::clip_for_message(change.origin), applied.status().message()));
         }
       } else if (change.kind == Kind::kRemove && knowledge->find(change.entry_id)) {
         (void)knowledge->remove(change.entry_id);
@@ -858,7 +865,7 @@ Status QAEngine::remove_entry(const std::string& id) {
 Result<KnowledgeEntry> QAEngine::entry(const std::string& id) const {
   std::shared_lock<std::shared_mutex> lock(impl_->knowledge_mu);
   const KnowledgeEntry* e = impl_->knowledge->find(id);
-  if (!e) return Status::not_found(fmt::format("no entry with id '{}'", id));
+  if (!e) return Status::not_found(fmt::format("no entry with id '{}'", detail::clip_for_message(id)));
   return *e;
 }
 
@@ -954,7 +961,7 @@ Result<std::size_t> QAEngine::invalidate_entry(const std::string& id) {
   return detail::guarded("invalidating an entry", [&]() -> Result<std::size_t> {
     std::unique_lock<std::shared_mutex> lock(impl_->knowledge_mu);
     const KnowledgeEntry* stored = impl_->knowledge->find(id);
-    if (!stored) return Status::not_found(fmt::format("no entry with id '{}'", id));
+    if (!stored) return Status::not_found(fmt::format("no entry with id '{}'", detail::clip_for_message(id)));
     cache::KnowledgeChange change;
     change.kind = cache::KnowledgeChange::Kind::kInvalidate;
     change.entry_id = id;

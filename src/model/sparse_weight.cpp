@@ -7,6 +7,8 @@
 
 #include <fmt/format.h>
 
+#include "common/bounded_json.h"
+
 namespace rapidqa::model {
 namespace {
 
@@ -140,19 +142,23 @@ Status load_sparse_weights(std::map<std::string, at::Tensor>& tensors) {
     const auto bitmap = tensors.find(name + kBitmap);
     const auto shape = tensors.find(name + kShape);
     if (bitmap == tensors.end() || shape == tensors.end()) {
-      return Status::data_loss(fmt::format("sparse weight '{}': needs {}, {} and {}", name, kValues, kBitmap, kShape));
+      return Status::data_loss(fmt::format("sparse weight '{}': needs {}, {} and {}", detail::clip_for_message(name),
+                                           kValues, kBitmap, kShape));
     }
     SparseWeight s;
     const at::Tensor dims = shape->second.to(at::kFloat).contiguous();
     for (std::int64_t i = 0; i < dims.numel(); ++i) {
       const float d = dims.data_ptr<float>()[i];
-      if (d < 0 || d != std::floor(d)) return Status::data_loss(fmt::format("sparse weight '{}': bad shape", name));
+      // Bounded before the cast: a float beyond int64 converts to undefined.
+      if (!(d >= 0 && d <= 1e12f) || d != std::floor(d)) {
+        return Status::data_loss(fmt::format("sparse weight '{}': bad shape", detail::clip_for_message(name)));
+      }
       s.shape.push_back(static_cast<std::int64_t>(d));
     }
     s.bitmap = bitmap->second.view(at::kByte);
     s.values = tensors.at(name + kValues);
     auto dense = decode_sparse(s);
-    if (!dense) return Status::data_loss(fmt::format("'{}': {}", name, dense.status().message()));
+    if (!dense) return Status::data_loss(fmt::format("'{}': {}", detail::clip_for_message(name), dense.status().message()));
     tensors[name] = std::move(dense).value();
     tensors.erase(name + kValues);
     tensors.erase(name + kBitmap);

@@ -3,6 +3,7 @@
 #include <cstring>
 #include <deque>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 
 #include <fmt/format.h>
@@ -20,15 +21,26 @@ constexpr std::size_t kMaxStack = 1u << 20;
 constexpr std::size_t kMaxMarks = 1u << 16;
 constexpr std::size_t kMaxGlobalLine = 1024;
 constexpr std::size_t kMaxRank = 32;
+constexpr std::size_t kMaxMemo = kMaxValues;       // memo entries (MEMOIZE adds one per byte)
+constexpr std::size_t kMaxStorageKey = 64;         // bytes of [0-9A-Za-z_]: PyTorch writes "0", "1", ...
+constexpr std::size_t kMaxLocation = 64;           // "cpu", "cuda:0"
+constexpr std::size_t kMaxAttributeName = 256;     // bytes of one attribute name leading to a tensor or module
+constexpr std::size_t kMaxPath = 4096;             // bytes of a dotted name
 constexpr int kMaxModuleDepth = 64;
-constexpr std::size_t kMaxVisits = 1u << 20;  // objects walked; bounds a DAG of shared sub-objects
+constexpr std::size_t kMaxAttributesWalked = 1u << 22;  // dict entries looked at while naming tensors
+// Everything this reader copies out of the input (strings, globals, storage
+// keys, shapes, names) is charged to one budget, a small multiple of the
+// pickle's size: a memoized string re-used by a few-byte opcode must not
+// cost its length again each time. PyTorch's pickles use under 2x.
+constexpr std::size_t kBuiltBytesPerPickleByte = 4;
+constexpr std::size_t kBuiltBytesAllowance = 1u << 20;
 
 enum class Kind { kNone, kBool, kInt, kFloat, kString, kTuple, kList, kDict, kGlobal, kObject, kStorage, kTensor };
 
 struct Value {
   Kind kind = Kind::kNone;
   std::int64_t integer = 0;     // int, bool; index into storages/tensors
-  std::string text;             // string; a global's "module.name"
+  std::string text;             // string; a global's "module.name" (objects keep no class name)
   std::vector<Value*> items;    // tuple and list elements; a dict's keys and values, alternating
   Value* state = nullptr;       // an object's BUILD state
 };
@@ -41,20 +53,31 @@ struct Storage {
 
 class Unpickler {
  public:
-  explicit Unpickler(std::string_view data) : data_(data) {}
+  explicit Unpickler(std::string_view data)
+      : data_(data), budget_(kBuiltBytesPerPickleByte * data.size() + kBuiltBytesAllowance) {}
 
   Result<std::map<std::string, PickledTensor>> run() {
     Value* root = nullptr;
     if (Status s = interpret(root); !s.is_ok()) return s;
     std::map<std::string, PickledTensor> out;
-    std::size_t visits = 0;
-    if (Status s = collect(root, "", 0, visits, out); !s.is_ok()) return s;
+    Walk walk;
+    if (Status s = collect(root, "", 0, walk, out); !s.is_ok()) return s;
     return out;
   }
 
  private:
   Status corrupt(const std::string& why) const {
     return Status::data_loss(fmt::format("data.pkl byte {}: {}", opcode_at_, why));
+  }
+
+  // Counts bytes about to be copied out of the input; refuses past budget_.
+  Status charge(std::size_t bytes) {
+    if (bytes > budget_ - built_) {
+      return corrupt(fmt::format("builds more than {} bytes of strings, shapes and names from a {}-byte pickle",
+                                 budget_, data_.size()));
+    }
+    built_ += bytes;
+    return Status::ok();
   }
 
   Result<Value*> make(Kind kind) {
@@ -202,6 +225,7 @@ class Unpickler {
         case 0x8d: case 0x8e: {         // BINUNICODE8, BINBYTES8
           const std::size_t width = (op == 0x8c || op == 'U' || op == 'C') ? 1 : (op == 0x8d || op == 0x8e) ? 8 : 4;
           if (!take_le(width, n) || !take(static_cast<std::size_t>(n), bytes)) return corrupt("truncated string");
+          if (Status t = charge(bytes.size()); !t.is_ok()) return t;
           s = push_new(Kind::kString, 0, std::string(bytes));
           break;
         }
@@ -232,7 +256,12 @@ class Unpickler {
           }
           Value* v = nullptr;
           if (Status t = top(v); !t.is_ok()) return t;
-          memo_[n] = v;
+          const auto [it, added] = memo_.try_emplace(n, v);
+          if (!added) {
+            it->second = v;
+          } else if (memo_.size() > kMaxMemo) {
+            return corrupt(fmt::format("more than {} memo entries", kMaxMemo));
+          }
           break;
         }
         case 'h': case 'j': {  // BINGET, LONG_BINGET
@@ -245,6 +274,7 @@ class Unpickler {
         case 'c': {  // GLOBAL module\nname\n
           std::string module, name;
           if (!take_line(module) || !take_line(name)) return corrupt("malformed GLOBAL");
+          if (Status t = charge(module.size() + 1 + name.size()); !t.is_ok()) return t;
           s = push_new(Kind::kGlobal, 0, module + "." + name);
           break;
         }
@@ -253,6 +283,11 @@ class Unpickler {
           if (Status t = pop(name); !t.is_ok()) return t;
           if (Status t = pop(module); !t.is_ok()) return t;
           if (name->kind != Kind::kString || module->kind != Kind::kString) return corrupt("STACK_GLOBAL needs two strings");
+          // Both may be memoized strings of any length: checked before joining.
+          if (module->text.size() > kMaxGlobalLine || name->text.size() > kMaxGlobalLine) {
+            return corrupt(fmt::format("STACK_GLOBAL name longer than {} bytes", kMaxGlobalLine));
+          }
+          if (Status t = charge(module->text.size() + 1 + name->text.size()); !t.is_ok()) return t;
           s = push_new(Kind::kGlobal, 0, module->text + "." + name->text);
           break;
         }
@@ -296,19 +331,31 @@ class Unpickler {
     if (cls->kind != Kind::kGlobal || args->kind != Kind::kTuple) return corrupt("NEWOBJ needs a class and a tuple");
     auto object = make(Kind::kObject);
     if (!object) return object.status();
-    (*object)->text = cls->text;
     return push(*object);
   }
 
   // Sets an object's state once. The state is kept as data: no
-  // __setstate__ is looked up, let alone run.
+  // __setstate__ is looked up, let alone run. torch.save(state_dict())
+  // also BUILDs its OrderedDict, with {'_metadata': ...} (per-module
+  // versions, no tensors): that state is dropped.
   Status build() {
     Value *state = nullptr, *object = nullptr;
     if (Status t = pop(state); !t.is_ok()) return t;
     if (Status t = top(object); !t.is_ok()) return t;
-    if (object->kind != Kind::kObject || object->state) return corrupt("BUILD on something that is not a new object");
+    if (object->kind == Kind::kDict && state->kind == Kind::kDict) return Status::ok();
+    if (object->kind != Kind::kObject || object->state) {
+      return corrupt("BUILD on something that is not a new object or a dict");
+    }
     object->state = state;
     return Status::ok();
+  }
+
+  static bool storage_key_ok(const std::string& key) {
+    if (key.empty() || key.size() > kMaxStorageKey) return false;
+    for (const char c : key) {
+      if (!(c == '_' || (c >= '0' && c <= '9') || (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z'))) return false;
+    }
+    return true;
   }
 
   // ('storage', <storage type>, key, location, numel)
@@ -328,10 +375,32 @@ class Unpickler {
       return Status::invalid_argument(fmt::format("data.pkl byte {}: storage type '{}' is not supported", opcode_at_,
                                                   detail::clip_for_message(type)));
     }
+    const std::string& key = f[2]->text;
+    if (!storage_key_ok(key)) {
+      return corrupt(fmt::format("storage key '{}' is not 1 to {} bytes of [0-9A-Za-z_]",
+                                 detail::clip_for_message(key, 40), kMaxStorageKey));
+    }
+    if (f[3]->text.size() > kMaxLocation) {
+      return corrupt(fmt::format("storage location longer than {} bytes", kMaxLocation));
+    }
+    // One key is one record: every persistent id naming it must agree, or a
+    // view checked against one declaration would be read from another.
+    std::size_t index = storages_.size();
+    if (const auto known = storage_index_.find(key); known != storage_index_.end()) {
+      index = known->second;
+      const Storage& seen = storages_[index];
+      if (seen.type != short_type || seen.numel != f[4]->integer) {
+        return corrupt(fmt::format("storage '{}' is declared as {} elements of {} and as {} elements of {}", key,
+                                   seen.numel, seen.type, f[4]->integer, short_type));
+      }
+    } else {
+      if (Status t = charge(2 * key.size()); !t.is_ok()) return t;
+      storage_index_.emplace(key, index);
+      storages_.push_back({key, short_type, f[4]->integer});
+    }
     auto v = make(Kind::kStorage);
     if (!v) return v.status();
-    (*v)->integer = static_cast<std::int64_t>(storages_.size());
-    storages_.push_back({f[2]->text, short_type, f[4]->integer});
+    (*v)->integer = static_cast<std::int64_t>(index);
     return push(*v);
   }
 
@@ -379,6 +448,7 @@ class Unpickler {
       return corrupt("tensor is not (storage, offset, sizes, strides) with at most 32 dimensions");
     }
     const Storage& storage = storages_[static_cast<std::size_t>(a[0]->integer)];
+    if (Status s = charge(described_bytes(t, storage.key.size())); !s.is_ok()) return s;
     t.storage_key = storage.key;
     t.storage_type = storage.type;
     t.storage_numel = storage.numel;
@@ -407,26 +477,59 @@ class Unpickler {
 
   // --- naming the tensors ------------------------------------------------
 
-  Status collect(const Value* node, const std::string& prefix, int depth, std::size_t& visits,
-                 std::map<std::string, PickledTensor>& out) const {
-    if (++visits > kMaxVisits) return corrupt("module tree too large (shared objects?)");
+  // What a PickledTensor copies: its key, shape and strides.
+  static std::size_t described_bytes(const PickledTensor& t, std::size_t key_size) {
+    return key_size + 2 * t.sizes.size() * sizeof(std::int64_t);
+  }
+
+  struct Walk {
+    std::unordered_set<const Value*> seen;  // attribute dicts already walked
+    std::size_t attributes = 0;             // dict entries looked at
+  };
+
+  // Depth first in attribute order; an object reached a second time (a
+  // shared sub-module, a cycle) is skipped, as named_modules() skips it, so
+  // each attribute dict is walked once and the work is bounded by the
+  // pickle's size, not by the number of paths through it.
+  Status collect(const Value* node, const std::string& prefix, int depth, Walk& walk,
+                 std::map<std::string, PickledTensor>& out) {
     if (depth > kMaxModuleDepth) return corrupt(fmt::format("modules nested deeper than {}", kMaxModuleDepth));
     const Value* attributes = node->kind == Kind::kObject ? node->state : node;
     if (!attributes || attributes->kind != Kind::kDict) return Status::ok();
+    if (!walk.seen.insert(attributes).second) return Status::ok();
     for (std::size_t i = 0; i + 1 < attributes->items.size(); i += 2) {
+      if (++walk.attributes > kMaxAttributesWalked) {
+        return corrupt(fmt::format("module tree has more than {} attributes", kMaxAttributesWalked));
+      }
       const Value* key = attributes->items[i];
       const Value* value = attributes->items[i + 1];
       if (key->kind != Kind::kString) continue;
-      if (value->kind == Kind::kTensor) {
-        out.emplace(prefix + key->text, tensors_[static_cast<std::size_t>(value->integer)]);
-      } else if (value->kind == Kind::kObject) {
-        if (Status s = collect(value, prefix + key->text + ".", depth + 1, visits, out); !s.is_ok()) return s;
+      const bool tensor = value->kind == Kind::kTensor;
+      if (!tensor && value->kind != Kind::kObject) continue;
+      if (key->text.size() > kMaxAttributeName) {
+        return corrupt(fmt::format("attribute name of {} bytes under '{}' (at most {})", key->text.size(),
+                                   detail::clip_for_message(prefix, 80), kMaxAttributeName));
+      }
+      const std::size_t name_size = prefix.size() + key->text.size() + (tensor ? 0 : 1);  // a module's ends in '.'
+      if (name_size > kMaxPath) {
+        return corrupt(fmt::format("a name under '{}' is longer than {} bytes", detail::clip_for_message(prefix, 80),
+                                   kMaxPath));
+      }
+      if (tensor) {
+        const PickledTensor& t = tensors_[static_cast<std::size_t>(value->integer)];
+        if (Status s = charge(name_size + described_bytes(t, t.storage_key.size())); !s.is_ok()) return s;
+        out.emplace(prefix + key->text, t);
+      } else {
+        if (Status s = charge(name_size); !s.is_ok()) return s;
+        if (Status s = collect(value, prefix + key->text + ".", depth + 1, walk, out); !s.is_ok()) return s;
       }
     }
     return Status::ok();
   }
 
   std::string_view data_;
+  std::size_t budget_;     // bytes charge() lets the reader copy out of data_
+  std::size_t built_ = 0;  // bytes charged so far
   std::size_t pos_ = 0;
   std::size_t opcode_at_ = 0;
   std::deque<Value> arena_;  // every value; pointers into it stay valid, cycles leak nothing
@@ -434,6 +537,7 @@ class Unpickler {
   std::vector<std::size_t> marks_;
   std::unordered_map<std::uint64_t, Value*> memo_;
   std::vector<Storage> storages_;
+  std::unordered_map<std::string, std::size_t> storage_index_;  // key -> storages_ index
   std::vector<PickledTensor> tensors_;
 };
 

@@ -9,8 +9,16 @@
 // This reader interprets data.pkl itself, with a fixed list of the globals
 // PyTorch's own pickler writes (tensor rebuilding, list specialisations),
 // so nothing in the file is compiled or called, and a malformed pickle is a
-// Status rather than undefined behaviour. Also accepted: a torch.save'd
-// state dict (a dict of name -> tensor at the root).
+// Status rather than undefined behaviour. Also accepted: the data.pkl of
+// torch.save(model.state_dict()) (an OrderedDict of name -> tensor at the
+// root; the _metadata it BUILDs onto the dict is ignored) or of any dict of
+// tensors.
+//
+// The work and memory are bounded by the pickle's size, not by what it
+// asks for: values, memo entries, stack and marks are counted; everything
+// copied out of the input (strings, globals, storage keys, shapes, names)
+// is charged to one budget of a small multiple of the pickle's size; and
+// naming walks each module once.
 //
 // LibTorch-free on purpose: torchscript_reader.cpp turns the descriptions
 // into tensors, and this part can be tested and fuzzed on its own.
@@ -48,12 +56,18 @@ inline constexpr std::size_t kMaxPickleBytes = 64u << 20;
 
 // Every tensor attribute reachable from the root object through object
 // attributes, by dotted path ("encoder.layer.0.output.dense.weight", as
-// named_parameters() names them). Objects whose state is not an attribute
-// dict (custom __getstate__) contribute nothing. Each view is checked to
-// lie inside its storage's declared elements; the caller checks that the
-// storage record holds that many bytes. kDataLoss naming the byte offset
-// for a malformed pickle; kInvalidArgument for a global or storage type
-// outside the supported list (named, clipped).
+// state_dict() names them). A module reachable by several paths (shared,
+// or a cycle) is walked once, by its first path in attribute order, as
+// named_modules() does; one tensor held by several modules is listed under
+// each name. Objects whose state is not an attribute dict (custom
+// __getstate__) contribute nothing. Each view is checked to lie inside its
+// storage's declared elements, and every persistent id naming one storage
+// key must declare the same type and element count; the caller checks that
+// the storage record holds that many bytes. kDataLoss naming the byte
+// offset for a malformed pickle or one past a bound (attribute names over
+// 256 bytes, dotted names over 4 KiB, storage keys other than 1-64 bytes
+// of [0-9A-Za-z_]); kInvalidArgument for a global or storage type outside
+// the supported list (named, clipped).
 Result<std::map<std::string, PickledTensor>> read_pickled_tensors(std::string_view pickle);
 
 }  // namespace rapidqa::model

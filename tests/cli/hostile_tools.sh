@@ -15,6 +15,11 @@ trap 'rm -rf "$scratch"' EXIT
 failures=0
 passed=0
 
+# A sanitized build reserves terabytes of address space for its shadow
+# memory: no address-space limit there.
+memory_limit=2097152
+if [[ -n ${ASAN_OPTIONS:-}${TSAN_OPTIONS:-} ]]; then memory_limit=unlimited; fi
+
 # expect NAME WANTED_RC PATTERN -- COMMAND...: runs COMMAND (60 s at most,
 # 2 GiB of address space: an endless read fails fast instead of swapping)
 # and checks its exit code and that stdout+stderr match PATTERN.
@@ -22,7 +27,7 @@ expect() {
   local name=$1 wanted=$2 pattern=$3
   shift 4
   local out rc
-  out=$( (ulimit -v 2097152; timeout 60 "$@") 2>&1)
+  out=$( (ulimit -v "$memory_limit"; timeout 60 "$@") 2>&1)
   rc=$?
   if [[ $rc -ne $wanted ]] || ! grep -qE -- "$pattern" <<<"$out"; then
     echo "FAIL: $name: exit $rc (wanted $wanted), output:"
