@@ -202,6 +202,13 @@ TEST_CASE("No ask waits past its deadline while the model is stuck", "[engine][d
   options.degradation.default_timeout = 30ms;
   auto engine = engine_with(model, options);
   model->close();
+  // Reopened however the test ends: a failed REQUIRE below would otherwise
+  // leave the batcher's worker inside encode() and the engine's destructor
+  // waiting for it forever.
+  struct Reopen {
+    SlowModel& model;
+    ~Reopen() { model.open(); }
+  } reopen{*model};
   std::vector<std::future<rapidqa::Result<rapidqa::Answer>>> asks;
   for (int i = 0; i < 4; ++i) {
     asks.push_back(std::async(std::launch::async, [&] { return engine->ask("How do I reset my password?", within(0ms)); }));
@@ -215,7 +222,6 @@ TEST_CASE("No ask waits past its deadline while the model is stuck", "[engine][d
     INFO(answer->degraded_reason);
     CHECK(answer->entry_id() == "reset");
   }
-  model->open();
 }
 
 TEST_CASE("The engine's own AutoTuner steers the encoder batcher from its p99 and QPS", "[engine][tuner]") {

@@ -363,6 +363,15 @@ std::vector<float> encode(const rapidqa::TransformerEncoder& encoder) {
   return out;
 }
 
+// A hand-made data.pkl is refused, for the given reason, in a short message.
+void pickle_refused(const std::string& pickle, const std::string& why) {
+  INFO(why);
+  const auto r = rapidqa::model::read_pickled_tensors(pickle);
+  REQUIRE_FALSE(r.is_ok());
+  CHECK(r.status().message().find(why) != std::string::npos);
+  CHECK(r.status().message().size() < 400);
+}
+
 }  // namespace
 
 TEST_CASE("Hostile model files: the hand-written tiny checkpoints load", "[hostile]") {
@@ -615,13 +624,7 @@ TEST_CASE("Hostile model files: malformed TorchScript archives give a Status, ne
 
 TEST_CASE("Hostile model files: hostile pickles in data.pkl are refused without running anything", "[hostile]") {
   using rapidqa::model::read_pickled_tensors;
-  auto refused = [](const std::string& pickle, const std::string& why) {
-    INFO(why);
-    const auto r = read_pickled_tensors(pickle);
-    REQUIRE_FALSE(r.is_ok());
-    CHECK(r.status().message().find(why) != std::string::npos);
-    CHECK(r.status().message().size() < 400);
-  };
+  const auto refused = pickle_refused;
   const std::string object = p_global("__torch__", "M") + ")\x81";
   refused("", "ends before STOP");
   refused("\x80\x02", "ends before STOP");
@@ -749,13 +752,7 @@ TEST_CASE("Hostile model files: strings in data.pkl are copied within a budget, 
 
 TEST_CASE("Hostile model files: naming tensors walks each module once, with bounded names", "[hostile]") {
   using rapidqa::model::read_pickled_tensors;
-  auto refused = [](const std::string& pickle, const std::string& why) {
-    INFO(why);
-    const auto r = read_pickled_tensors(pickle);
-    REQUIRE_FALSE(r.is_ok());
-    CHECK(r.status().message().find(why) != std::string::npos);
-    CHECK(r.status().message().size() < 400);
-  };
+  const auto refused = pickle_refused;
   // 20 modules, each with two attributes naming the next, the last holding
   // a tensor and 2 million other entries: 2^20 paths, so 2^20 walks of 2
   // million entries if each path were walked. named_modules() names a
