@@ -435,6 +435,13 @@ TEST_CASE("Engine options out of range are refused with the field named", "[host
   o = {};
   o.degradation.max_staleness = std::chrono::milliseconds(-1);
   refused(o, "max_staleness");
+  o = {};
+  o.encoder_batching.workers = 100000;
+  refused(o, "encoder_batching.workers");
+  o = {};
+  o.auto_tune = true;
+  o.tuner.grow_factor = std::numeric_limits<double>::quiet_NaN();
+  refused(o, "grow_factor");
 }
 
 TEST_CASE("Ask options out of range are refused; the engine keeps answering", "[hostile]") {

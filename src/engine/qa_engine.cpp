@@ -138,6 +138,24 @@ Status validate_options(const EngineOptions& o) {
         fmt::format("degradation.queue_saturation {} is outside (0, 1]", o.degradation.queue_saturation));
   }
   if (o.encoder_batching.queue_capacity == 0) return Status::invalid_argument("encoder_batching.queue_capacity must be positive");
+  // Each worker is a thread, each batch slot a model input: a typo of
+  // 100000 would hang create() starting threads.
+  if (o.encoder_batching.workers == 0 || o.encoder_batching.workers > 64) {
+    return Status::invalid_argument(fmt::format("encoder_batching.workers {} is outside [1, 64]", o.encoder_batching.workers));
+  }
+  if (o.encoder_batching.max_batch_size == 0 || o.encoder_batching.max_batch_size > 4096) {
+    return Status::invalid_argument(
+        fmt::format("encoder_batching.max_batch_size {} is outside [1, 4096]", o.encoder_batching.max_batch_size));
+  }
+  if (o.auto_tune) {
+    const AutoTunerOptions& t = o.tuner;
+    if (!(t.shrink_factor > 0 && t.shrink_factor < 1) || !(t.grow_factor > 1 && std::isfinite(t.grow_factor))) {
+      return Status::invalid_argument("tuner.shrink_factor must be in (0, 1) and tuner.grow_factor finite and above 1");
+    }
+    if (t.min_batch_size == 0 || t.min_batch_size > t.max_batch_size || t.hysteresis == 0) {
+      return Status::invalid_argument("tuner: min_batch_size must be in [1, max_batch_size] and hysteresis at least 1");
+    }
+  }
   if (!o.redis.host.empty()) return cache::validate_redis_sync_options(o.redis);
   return Status::ok();
 }
