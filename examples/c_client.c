@@ -1,6 +1,7 @@
 /* The smallest C program that embeds rapidqa through its C ABI.
  * Usage: rapidqa-c-client FAQ.jsonl "question" */
 #include <stdio.h>
+#include <string.h>
 
 #include <rapidqa/rapidqa.h>
 
@@ -9,6 +10,10 @@ int main(int argc, char** argv) {
   rqa_answer* answer = NULL;
   size_t entries = 0;
   int rc = 1;
+  if (argc == 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
+    printf("usage: %s FAQ.jsonl QUESTION\n", argv[0]);
+    return 0;
+  }
   if (argc != 3) {
     fprintf(stderr, "usage: %s FAQ.jsonl QUESTION\n", argv[0]);
     return 2;

@@ -19,9 +19,9 @@ case "${1:-address}" in
       # Use-after-return costs memory and time on every call; the tests and
       # fuzzers look for heap and scope errors (use_after_scope is on).
       detect_stack_use_after_return=0
-      # A leak in our code is a finding; the one-time allocations LibTorch,
-      # oneDNN, OpenBLAS and FAISS keep until exit are suppressed by
-      # module in lsan.supp.
+      # A leak in our code is a finding; LibTorch, oneDNN, OpenBLAS and
+      # FAISS keep their one-time allocations reachable, so lsan.supp is
+      # empty (it says when a line may be added).
       detect_leaks=1
       # malloc/delete and new[]/delete mismatches are reported (the
       # default on Linux, kept on although LibTorch and friends are

@@ -351,6 +351,9 @@ Result<std::size_t> SemanticCache::load_snapshot(const std::string& path,
             "{}: snapshot vectors have dimension {}, this cache {} (another encoder?)", path, dimension,
             impl_->options.dimension));
       }
+      // TTLs are clamped to the cache's before anything converts them: a
+      // value near INT64_MAX milliseconds overflows in nanoseconds.
+      const auto cache_ttl = std::chrono::duration_cast<std::chrono::milliseconds>(impl_->options.ttl).count();
       for (const auto& e : doc->at("entries")) {
         ++position;
         const auto& bytes = e.at("vector").get_binary();
@@ -358,9 +361,6 @@ Result<std::size_t> SemanticCache::load_snapshot(const std::string& path,
           return Status::data_loss(fmt::format("{}: entry {}: vector has {} bytes, expected {}", path, position,
                                                bytes.size(), dimension * sizeof(float)));
         }
-        // Clamped to the cache's TTL before anything converts them: a value
-        // near INT64_MAX milliseconds overflows in nanoseconds.
-        const auto cache_ttl = std::chrono::duration_cast<std::chrono::milliseconds>(impl_->options.ttl).count();
         const std::chrono::milliseconds left(std::min(e.at("ttl_ms").get<std::int64_t>(), cache_ttl));
         // Expired when saved (or a snapshot written before answer_ttl_ms
         // existed with nothing left): skipped, whatever else it holds.
@@ -389,7 +389,7 @@ Result<std::size_t> SemanticCache::load_snapshot(const std::string& path,
     const auto now = impl_->options.clock->now();
     std::unique_lock<std::shared_mutex> lock(impl_->mu);
     for (auto& l : loaded) {
-      if (l.left.count() <= 0 || (keep && !keep(l.answer))) continue;
+      if (keep && !keep(l.answer)) continue;  // entries expired when saved were skipped above
       // The same question twice (or a file of copies) keeps the later one, as
       // insert() would, so the index never holds a pile of equal points.
       impl_->erase_same_question(l.tenant, l.vector.data());

@@ -64,7 +64,7 @@ else
 fi
 
 for tool in examples/rapidqa-demo examples/rapidqa-encode examples/rapidqa-quantize examples/rapidqa-prune \
-            examples/rapidqa-train examples/rapidqa-embed benchmarks/rapidqa-load; do
+            examples/rapidqa-train examples/rapidqa-embed examples/rapidqa-c-client benchmarks/rapidqa-load; do
   [[ -x $build/$tool ]] || continue
   expect "$(basename "$tool") --help" 0 'usage' -- "$build/$tool" --help
 done
