@@ -8,7 +8,7 @@
 
 namespace rapidqa::model {
 
-EmbeddingTable::EmbeddingTable(at::Tensor rows) : values_(std::move(rows)) {
+EmbeddingTable::EmbeddingTable(at::Tensor rows) : values_(rows.contiguous()) {
   if (values_.dim() != 2) throw std::invalid_argument("EmbeddingTable: rows must be a 2-D tensor");
 }
 
@@ -50,6 +50,18 @@ at::Tensor EmbeddingTable::lookup(const at::Tensor& ids) const {
 at::Tensor EmbeddingTable::slice(std::int64_t first, std::int64_t count) const {
   if (!is_quantized()) return values_.narrow(0, first, count);
   return values_.narrow(0, first, count).to(at::kFloat).mul_(scales_.narrow(0, first, count).unsqueeze(1));
+}
+
+void EmbeddingTable::add_row(std::int64_t row, float* out) const {
+  const std::int64_t w = width();
+  if (!is_quantized()) {
+    const float* v = values_.data_ptr<float>() + row * w;
+    for (std::int64_t i = 0; i < w; ++i) out[i] += v[i];
+    return;
+  }
+  const std::int8_t* v = static_cast<const std::int8_t*>(values_.data_ptr()) + row * w;
+  const float scale = scales_.data_ptr<float>()[row];
+  for (std::int64_t i = 0; i < w; ++i) out[i] += static_cast<float>(v[i]) * scale;
 }
 
 at::Tensor EmbeddingTable::dense() const { return is_quantized() ? slice(0, rows()) : values_; }

@@ -35,6 +35,8 @@ class EmbeddingTable {
   at::Tensor lookup(const at::Tensor& ids) const;
   // Rows [first, first + count) as float32 [count, width].
   at::Tensor slice(std::int64_t first, std::int64_t count) const;
+  // out[0, width) += row `row` (dequantized); row must be in range.
+  void add_row(std::int64_t row, float* out) const;
   // The whole table as float32.
   at::Tensor dense() const;
 

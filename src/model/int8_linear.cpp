@@ -1,7 +1,6 @@
 #include "model/int8_linear.h"
 
 #include <ATen/ATen.h>
-#include <ATen/Parallel.h>
 #include <c10/core/InferenceMode.h>
 #include <immintrin.h>
 #include <oneapi/dnnl/dnnl.hpp>
@@ -12,13 +11,13 @@
 #include <stdexcept>
 #include <vector>
 
+#include "model/cpu_kernels.h"
+#include "model/onednn_linear.h"
+#include "model/tiled_matmul.h"
+#include "runtime/work_pool.h"
+
 namespace rapidqa::model {
 namespace {
-
-dnnl::engine& cpu_engine() {
-  static dnnl::engine engine(dnnl::engine::kind::cpu, 0);
-  return engine;
-}
 
 dnnl::algorithm eltwise_for(Activation a) {
   switch (a) {
@@ -152,18 +151,49 @@ void quantize_to_u8(const float* x, std::int64_t count, QuantParams params, std:
   if (count < kParallelQuantizeGrain) {
     run(0, count);
   } else {
-    at::parallel_for(0, count, kParallelQuantizeGrain, run);
+    runtime::parallel_tasks((count + kParallelQuantizeGrain - 1) / kParallelQuantizeGrain, [&](std::int64_t chunk) {
+      const std::int64_t begin = chunk * kParallelQuantizeGrain;
+      run(begin, std::min(count, begin + kParallelQuantizeGrain));
+    });
   }
 }
 
 struct Int8Linear::Impl {
-  dnnl::matmul primitive;
-  dnnl::memory weights;  // s8, reordered once into the primitive's layout
-  dnnl::memory bias;     // [1, out] f32 for the binary-add post-op, or empty
-  at::Tensor bias_storage;
-  at::Tensor static_output_scales;  // [out]: input scale x channel scale (static only)
+  ColumnTiles tiles;
+  std::vector<dnnl::matmul> primitives;  // [0] the common tile width, [1] a narrower last tile
+  std::vector<dnnl::memory> weights;     // s8 per tile, reordered once into its primitive's layout
+  at::Tensor static_output_scales;       // [out]: input scale x channel scale (static only)
   std::size_t packed_bytes = 0;
+
+  const dnnl::matmul& primitive_for(std::int64_t tile) const {
+    return tiles.size(tile) == tiles.width() ? primitives[0] : primitives[1];
+  }
 };
+
+namespace {
+
+dnnl::memory::desc strided_f32_rows(dnnl::memory::dim rows, dnnl::memory::dim width, dnnl::memory::dim stride) {
+  return dnnl::memory::desc({rows, width}, dnnl::memory::data_type::f32, dnnl::memory::dims{stride, 1});
+}
+
+// The range of x over the pool for large inputs.
+std::pair<float, float> input_range(const float* x, std::int64_t count) {
+  if (count < kParallelQuantizeGrain) {
+    float lo = 0, hi = 0;
+    kernels::min_max(x, count, &lo, &hi);
+    return {lo, hi};
+  }
+  const std::int64_t chunks = (count + kParallelQuantizeGrain - 1) / kParallelQuantizeGrain;
+  std::vector<float> lows(static_cast<std::size_t>(chunks)), highs(static_cast<std::size_t>(chunks));
+  runtime::parallel_tasks(chunks, [&](std::int64_t c) {
+    const std::int64_t begin = c * kParallelQuantizeGrain;
+    kernels::min_max(x + begin, std::min(count, begin + kParallelQuantizeGrain) - begin,
+                     &lows[static_cast<std::size_t>(c)], &highs[static_cast<std::size_t>(c)]);
+  });
+  return {*std::min_element(lows.begin(), lows.end()), *std::max_element(highs.begin(), highs.end())};
+}
+
+}  // namespace
 
 Int8Linear::Int8Linear(QuantizedWeight weight, const at::Tensor& bias, Activation activation,
                        InputQuantization input)
@@ -189,43 +219,53 @@ Int8Linear::Int8Linear(QuantizedWeight weight, const at::Tensor& bias, Activatio
                            input_.range_min <= input_.range_max)) {
     throw std::invalid_argument("Int8Linear: the static input range must be finite with min <= max");
   }
-  if (int8_needs_reduced_range()) input_.reduced_range = true;
-  if (!input_.dynamic) {
-    static_params_ = affine_qparams(input_.range_min, input_.range_max, 0, activation_qmax(input_.reduced_range));
-  }
-
-  const memory::dim rows = DNNL_RUNTIME_DIM_VAL;
-  const memory::desc src_md({rows, in_}, memory::data_type::u8, memory::format_tag::ab);
-  const memory::desc weights_any({in_, out_}, memory::data_type::s8, memory::format_tag::any);
-  const memory::desc dst_md({rows, out_}, memory::data_type::f32, memory::format_tag::ab);
-  const memory::desc bias_md({1, out_}, memory::data_type::f32, memory::format_tag::ab);
-  primitive_attr attr;
-  attr.set_output_scales(1 << 1, {DNNL_RUNTIME_F32_VAL});
-  attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
-  // Post-ops run after the output scales, so the float bias is added to the
-  // real-valued product and the activation sees the finished sum.
-  post_ops ops;
-  if (bias.defined()) ops.append_binary(algorithm::binary_add, bias_md);
-  if (activation != Activation::kNone) ops.append_eltwise(1.0f, eltwise_for(activation), 0.0f, 0.0f);
-  attr.set_post_ops(ops);
-  const matmul::primitive_desc pd(matmul::desc(src_md, weights_any, dst_md), attr, cpu_engine());
-  impl_->primitive = matmul(pd);
-  // Our weights are [out, in] row-major, which is [in, out] in layout "ba".
-  memory user_weights({{in_, out_}, memory::data_type::s8, memory::format_tag::ba}, cpu_engine(),
-                      weight_.values.data_ptr());
-  impl_->weights = memory(pd.weights_desc(), cpu_engine());
-  stream s(cpu_engine());
-  reorder(user_weights, impl_->weights).execute(s, user_weights, impl_->weights);
-  s.wait();
-  impl_->packed_bytes = pd.weights_desc().get_size() + static_cast<std::size_t>(out_) * sizeof(float);
   if (bias.defined()) {
     bias_ = bias.to(at::kFloat).contiguous().clone();
     if (bias_.dim() != 1 || bias_.size(0) != out_) {
       throw std::invalid_argument("Int8Linear: bias length must equal the output features");
     }
-    impl_->bias = memory(bias_md, cpu_engine(), bias_.data_ptr<float>());
-    impl_->packed_bytes += static_cast<std::size_t>(out_) * sizeof(float);
   }
+  if (int8_needs_reduced_range()) input_.reduced_range = true;
+  if (!input_.dynamic) {
+    static_params_ = affine_qparams(input_.range_min, input_.range_max, 0, activation_qmax(input_.reduced_range));
+  }
+
+  impl_->tiles = ColumnTiles(out_);
+  const memory::dim rows = DNNL_RUNTIME_DIM_VAL;
+  std::vector<matmul::primitive_desc> descs;
+  for (const std::int64_t width : {impl_->tiles.width(), impl_->tiles.size(impl_->tiles.count() - 1)}) {
+    if (descs.size() == 1 && width == impl_->tiles.width()) break;
+    const memory::desc src_md({rows, in_}, memory::data_type::u8, memory::format_tag::ab);
+    const memory::desc weights_any({in_, width}, memory::data_type::s8, memory::format_tag::any);
+    const memory::desc dst_md = strided_f32_rows(rows, width, out_);
+    const memory::desc bias_md({1, width}, memory::data_type::f32, memory::format_tag::ab);
+    primitive_attr attr;
+    attr.set_output_scales(1 << 1, {DNNL_RUNTIME_F32_VAL});
+    attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
+    // Post-ops run after the output scales, so the float bias is added to the
+    // real-valued product and the activation sees the finished sum.
+    post_ops ops;
+    if (bias_.defined()) ops.append_binary(algorithm::binary_add, bias_md);
+    if (activation != Activation::kNone) ops.append_eltwise(1.0f, eltwise_for(activation), 0.0f, 0.0f);
+    attr.set_post_ops(ops);
+    descs.emplace_back(matmul::desc(src_md, weights_any, dst_md), attr, cpu_engine());
+    impl_->primitives.emplace_back(descs.back());
+  }
+  stream s(cpu_engine());
+  for (std::int64_t tile = 0; tile < impl_->tiles.count(); ++tile) {
+    const std::int64_t n0 = impl_->tiles.begin(tile), width = impl_->tiles.size(tile);
+    const auto& pd = descs[width == impl_->tiles.width() ? 0 : 1];
+    // Our weights are [out, in] row-major: the tile's rows are [in, width] in layout "ba".
+    memory user_weights({{in_, width}, memory::data_type::s8, memory::format_tag::ba}, cpu_engine(),
+                        static_cast<std::int8_t*>(weight_.values.data_ptr()) + n0 * in_);
+    memory packed(pd.weights_desc(), cpu_engine());
+    reorder(user_weights, packed).execute(s, user_weights, packed);
+    impl_->packed_bytes += pd.weights_desc().get_size();
+    impl_->weights.push_back(std::move(packed));
+  }
+  s.wait();
+  impl_->packed_bytes += static_cast<std::size_t>(out_) * sizeof(float);  // channel scales
+  if (bias_.defined()) impl_->packed_bytes += static_cast<std::size_t>(out_) * sizeof(float);
   if (!input_.dynamic) impl_->static_output_scales = weight_.scales * static_params_.scale;
 }
 
@@ -234,37 +274,58 @@ Int8Linear::~Int8Linear() = default;
 std::size_t Int8Linear::weight_bytes() const { return impl_->packed_bytes; }
 
 at::Tensor Int8Linear::forward(const at::Tensor& input) const {
-  using namespace dnnl;
   LinearIo io = prepare_linear_io(input, in_, out_);
-  const std::int64_t rows = io.rows;
-  if (rows == 0) return io.output;
-  const std::int32_t qmax = activation_qmax(input_.reduced_range);
-  QuantParams params = static_params_;
-  at::Tensor output_scales = impl_->static_output_scales;
-  if (input_.dynamic) {
-    const auto [lo, hi] = at::aminmax(io.input);
-    params = affine_qparams(lo.item<float>(), hi.item<float>(), 0, qmax);
-    output_scales = weight_.scales * params.scale;
-  }
-  at::Tensor quantized = at::empty({rows, in_}, at::TensorOptions().dtype(at::kByte));
-  quantize_to_u8(io.input.data_ptr<float>(), rows * in_, params, qmax, quantized.data_ptr<std::uint8_t>());
-
-  const engine& eng = cpu_engine();
-  memory src({{rows, in_}, memory::data_type::u8, memory::format_tag::ab}, eng, quantized.data_ptr());
-  memory dst({{rows, out_}, memory::data_type::f32, memory::format_tag::ab}, eng, io.output.data_ptr<float>());
-  memory scales({{out_}, memory::data_type::f32, memory::format_tag::x}, eng, output_scales.data_ptr<float>());
-  std::int32_t zero_point = params.zero_point;
-  memory zero_point_memory({{1}, memory::data_type::s32, memory::format_tag::x}, eng, &zero_point);
-  std::unordered_map<int, memory> args{{DNNL_ARG_SRC, src},
-                                       {DNNL_ARG_WEIGHTS, impl_->weights},
-                                       {DNNL_ARG_DST, dst},
-                                       {DNNL_ARG_ATTR_OUTPUT_SCALES, scales},
-                                       {DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, zero_point_memory}};
-  if (bias_.defined()) args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1, impl_->bias);
-  stream s(eng);
-  impl_->primitive.execute(s, args);
-  s.wait();
+  forward_rows(io.input.data_ptr<float>(), io.rows, io.output.data_ptr<float>());
   return io.output;
+}
+
+void Int8Linear::forward_rows(const float* x, std::int64_t rows, float* y) const {
+  using namespace dnnl;
+  if (rows == 0) return;
+  const Impl& impl = *impl_;
+  const std::int32_t qmax = activation_qmax(input_.reduced_range);
+  // Per calling thread, reused across calls: the quantized input and the
+  // output scales of a dynamic layer.
+  thread_local std::vector<std::uint8_t> quantized;
+  thread_local std::vector<float> dynamic_scales;
+  QuantParams params = static_params_;
+  const float* output_scales = nullptr;
+  if (input_.dynamic) {
+    const auto [lo, hi] = input_range(x, rows * in_);
+    params = affine_qparams(lo, hi, 0, qmax);
+    dynamic_scales.resize(static_cast<std::size_t>(out_));
+    const float* channel = weight_.scales.data_ptr<float>();
+    for (std::int64_t n = 0; n < out_; ++n) dynamic_scales[static_cast<std::size_t>(n)] = channel[n] * params.scale;
+    output_scales = dynamic_scales.data();
+  } else {
+    output_scales = impl.static_output_scales.data_ptr<float>();
+  }
+  quantized.resize(static_cast<std::size_t>(rows * in_));
+  quantize_to_u8(x, rows * in_, params, qmax, quantized.data());
+  const std::uint8_t* q = quantized.data();
+  float* bias = bias_.defined() ? bias_.data_ptr<float>() : nullptr;
+  const std::int32_t zero_point = params.zero_point;
+  run_tiled(rows, impl.tiles, [&](std::int64_t r0, std::int64_t count, std::int64_t tile) {
+    const std::int64_t n0 = impl.tiles.begin(tile), width = impl.tiles.size(tile);
+    const engine& eng = cpu_engine();
+    std::int32_t zp = zero_point;
+    memory src({{count, in_}, memory::data_type::u8, memory::format_tag::ab}, eng,
+               const_cast<std::uint8_t*>(q + r0 * in_));
+    memory dst(strided_f32_rows(count, width, out_), eng, y + r0 * out_ + n0);
+    memory scales({{width}, memory::data_type::f32, memory::format_tag::x}, eng,
+                  const_cast<float*>(output_scales + n0));
+    memory zero_point_memory({{1}, memory::data_type::s32, memory::format_tag::x}, eng, &zp);
+    std::unordered_map<int, memory> args{{DNNL_ARG_SRC, src},
+                                         {DNNL_ARG_WEIGHTS, impl.weights[static_cast<std::size_t>(tile)]},
+                                         {DNNL_ARG_DST, dst},
+                                         {DNNL_ARG_ATTR_OUTPUT_SCALES, scales},
+                                         {DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, zero_point_memory}};
+    if (bias) {
+      args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1,
+                   memory({{1, width}, memory::data_type::f32, memory::format_tag::ab}, eng, bias + n0));
+    }
+    impl.primitive_for(tile).execute(thread_stream(), args);
+  });
 }
 
 }  // namespace rapidqa::model

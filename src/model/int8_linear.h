@@ -1,7 +1,8 @@
 // Int8Linear: a linear layer with INT8 weights (per output channel,
 // symmetric) and u8 activations (per tensor, with a zero point) through
-// oneDNN's matmul. The weights are reordered once into oneDNN's blocked
-// layout; the input's and each channel's scales are applied as output
+// oneDNN's matmul, one single-threaded primitive per column tile on the
+// WorkPool (tiled_matmul.h). Each tile's weights are reordered once into
+// oneDNN's blocked layout; the input's and each channel's scales are applied as output
 // scales, the zero point by oneDNN's own exact s32 compensation, and the
 // bias and activation are fused as post-ops, so one primitive call turns
 // u8 x s8 into the layer's float output.
@@ -80,6 +81,7 @@ class Int8Linear final : public LinearOp {
   ~Int8Linear() override;
 
   at::Tensor forward(const at::Tensor& input) const override;
+  void forward_rows(const float* x, std::int64_t rows, float* y) const override;
   std::int64_t in_features() const override { return in_; }
   std::int64_t out_features() const override { return out_; }
   Activation activation() const override { return activation_; }

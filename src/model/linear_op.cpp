@@ -1,30 +1,15 @@
 #include "model/linear_op.h"
 
 #include <ATen/ATen.h>
-#include <ATen/Parallel.h>
 #include <c10/core/InferenceMode.h>
 #include <cblas.h>
 
 #include <algorithm>
 #include <stdexcept>
 
+#include "model/tiled_matmul.h"
+
 namespace rapidqa::model {
-namespace {
-
-// Column blocks are multiples of this, so each thread's slice of the
-// weight matrix starts on a cache line and OpenBLAS's kernels see whole
-// register tiles.
-constexpr std::int64_t kColumnGrain = 64;
-
-// Splits [0, n) into `parts` ranges of whole grains.
-std::pair<std::int64_t, std::int64_t> block_range(std::int64_t n, std::int64_t parts, std::int64_t index) {
-  const std::int64_t grains = (n + kColumnGrain - 1) / kColumnGrain;
-  const std::int64_t begin = grains * index / parts * kColumnGrain;
-  const std::int64_t end = std::min(n, grains * (index + 1) / parts * kColumnGrain);
-  return {std::min(begin, n), end};
-}
-
-}  // namespace
 
 void apply_activation_(at::Tensor& t, Activation activation) {
   switch (activation) {
@@ -34,6 +19,22 @@ void apply_activation_(at::Tensor& t, Activation activation) {
     case Activation::kRelu: at::relu_(t); return;
     case Activation::kTanh: at::tanh_(t); return;
   }
+}
+
+void apply_activation_rows(float* x, std::int64_t rows, std::int64_t width, std::int64_t stride,
+                           Activation activation) {
+  if (activation == Activation::kNone || rows == 0) return;
+  // Inference mode is per thread and pool threads do not inherit it.
+  c10::InferenceMode inference;
+  at::Tensor view = at::from_blob(x, {rows, width}, {stride, 1}, at::kFloat);
+  apply_activation_(view, activation);
+}
+
+void LinearOp::forward_rows(const float* x, std::int64_t rows, float* y) const {
+  c10::InferenceMode inference;
+  const at::Tensor in = at::from_blob(const_cast<float*>(x), {rows, in_features()}, at::kFloat);
+  const at::Tensor out = forward(in).contiguous();
+  std::copy(out.data_ptr<float>(), out.data_ptr<float>() + rows * out_features(), y);
 }
 
 LinearIo prepare_linear_io(const at::Tensor& input, std::int64_t in_features, std::int64_t out_features) {
@@ -66,46 +67,31 @@ std::size_t DenseLinear::weight_bytes() const {
 }
 
 at::Tensor DenseLinear::forward(const at::Tensor& input) const {
+  LinearIo io = prepare_linear_io(input, weight_.size(1), weight_.size(0));
+  forward_rows(io.input.data_ptr<float>(), io.rows, io.output.data_ptr<float>());
+  return io.output;
+}
+
+void DenseLinear::forward_rows(const float* a, std::int64_t m, float* c) const {
   const std::int64_t k = weight_.size(1);
   const std::int64_t n = weight_.size(0);
-  LinearIo io = prepare_linear_io(input, k, n);
-  const at::Tensor& x = io.input;
-  at::Tensor& out = io.output;
-  const std::int64_t m = io.rows;
-  if (m == 0) return out;
-  const float* a = x.data_ptr<float>();
   const float* w = weight_.data_ptr<float>();
   const float* bias = bias_.defined() ? bias_.data_ptr<float>() : nullptr;
-  float* c = out.data_ptr<float>();
-  const std::int64_t parts =
-      std::max<std::int64_t>(1, std::min<std::int64_t>(at::get_num_threads(), (n + kColumnGrain - 1) / kColumnGrain));
-  const Activation act = activation_;
-  at::parallel_for(0, parts, 1, [&](std::int64_t first, std::int64_t last) {
-    // Inference mode is per thread and the pool's threads do not inherit
-    // it; the activation below writes in place into an inference tensor.
-    c10::InferenceMode inference;
-    for (std::int64_t p = first; p < last; ++p) {
-      const auto [n0, n1] = block_range(n, parts, p);
-      if (n1 <= n0) continue;
-      const std::int64_t width = n1 - n0;
-      // Bias first, then accumulate the product onto it (beta = 1).
-      float beta = 0.0f;
-      if (bias) {
-        for (std::int64_t r = 0; r < m; ++r) std::copy(bias + n0, bias + n1, c + r * n + n0);
-        beta = 1.0f;
-      }
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<blasint>(m), static_cast<blasint>(width),
-                  static_cast<blasint>(k), 1.0f, a, static_cast<blasint>(k), w + n0 * k, static_cast<blasint>(k),
-                  beta, c + n0, static_cast<blasint>(n));
-      if (act != Activation::kNone) {
-        // The block as a strided view; ATen's vectorised kernels apply the
-        // activation while it is cache-hot.
-        at::Tensor block = out.view({m, n}).narrow(1, n0, width);
-        apply_activation_(block, act);
-      }
+  const ColumnTiles tiles(n);
+  run_tiled(m, tiles, [&](std::int64_t r0, std::int64_t rows, std::int64_t tile) {
+    const std::int64_t n0 = tiles.begin(tile), width = tiles.size(tile);
+    float* out = c + r0 * n + n0;
+    // Bias first, then accumulate the product onto it (beta = 1).
+    float beta = 0.0f;
+    if (bias) {
+      for (std::int64_t r = 0; r < rows; ++r) std::copy(bias + n0, bias + n0 + width, out + r * n);
+      beta = 1.0f;
     }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<blasint>(rows), static_cast<blasint>(width),
+                static_cast<blasint>(k), 1.0f, a + r0 * k, static_cast<blasint>(k), w + n0 * k,
+                static_cast<blasint>(k), beta, out, static_cast<blasint>(n));
+    apply_activation_rows(out, rows, width, n, activation_);
   });
-  return out;
 }
 
 }  // namespace rapidqa::model

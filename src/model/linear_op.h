@@ -22,6 +22,11 @@ class LinearOp {
   virtual ~LinearOp() = default;
   // input [..., in_features] float32, contiguous -> [..., out_features].
   virtual at::Tensor forward(const at::Tensor& input) const = 0;
+  // The same on raw rows: x [rows, in_features] -> y [rows, out_features],
+  // both contiguous and not overlapping, y written whole. What the model's
+  // forward pass calls: no tensor is allocated. The default goes through
+  // forward(); the runtime's own layers override it.
+  virtual void forward_rows(const float* x, std::int64_t rows, float* y) const;
   virtual std::int64_t in_features() const = 0;
   virtual std::int64_t out_features() const = 0;
   virtual Activation activation() const = 0;
@@ -34,10 +39,10 @@ class LinearOp {
   virtual at::Tensor dense_bias() const = 0;
 };
 
-// FP32 weights through OpenBLAS. The output features are split into one
-// contiguous block per intra-op thread and each block is one single-threaded
-// sgemm, followed by bias and activation while the block is still in cache:
-// small batches then use every core, which OpenBLAS's own threading does not
+// FP32 weights through OpenBLAS. The output is split into column tiles
+// (tiled_matmul.h), each one single-threaded sgemm on a WorkPool thread,
+// followed by bias and activation while the tile is still in cache: small
+// batches then use every core, which OpenBLAS's own threading does not
 // manage for skinny products. OpenBLAS itself must run single-threaded
 // (configure_compute_threads does that).
 class DenseLinear final : public LinearOp {
@@ -46,6 +51,7 @@ class DenseLinear final : public LinearOp {
   DenseLinear(at::Tensor weight, at::Tensor bias, Activation activation = Activation::kNone);
 
   at::Tensor forward(const at::Tensor& input) const override;
+  void forward_rows(const float* x, std::int64_t rows, float* y) const override;
   std::int64_t in_features() const override { return weight_.size(1); }
   std::int64_t out_features() const override { return weight_.size(0); }
   Activation activation() const override { return activation_; }
@@ -75,5 +81,8 @@ LinearIo prepare_linear_io(const at::Tensor& input, std::int64_t in_features, st
 
 // Applies an activation in place on a float tensor.
 void apply_activation_(at::Tensor& t, Activation activation);
+// The same on `rows` rows of `width` floats, `stride` apart.
+void apply_activation_rows(float* x, std::int64_t rows, std::int64_t width, std::int64_t stride,
+                           Activation activation);
 
 }  // namespace rapidqa::model

@@ -10,24 +10,48 @@
 #include <map>
 #include <mutex>
 #include <stdexcept>
+#include <vector>
+
+#include "model/tiled_matmul.h"
 
 namespace rapidqa::model {
 namespace {
+
+}  // namespace
 
 dnnl::engine& cpu_engine() {
   static dnnl::engine engine(dnnl::engine::kind::cpu, 0);
   return engine;
 }
 
+struct OneDnnLinear::Impl {
+  ColumnTiles tiles;
+  // One primitive per tile width: [0] the common width, [1] a narrower
+  // last tile when the columns do not divide evenly.
+  std::vector<dnnl::matmul> primitives;
+  std::vector<dnnl::memory> weights;  // per tile, reordered once into its primitive's layout
+  at::Tensor bias_storage;            // [out] or undefined
+  std::size_t weight_bytes = 0;
+
+  const dnnl::matmul& primitive_for(std::int64_t tile) const {
+    return tiles.size(tile) == tiles.width() ? primitives[0] : primitives[1];
+  }
+};
+
+namespace {
+
+// The tile's destination: rows of `width` floats inside rows of `stride`.
+dnnl::memory::desc strided_rows(dnnl::memory::dim rows, dnnl::memory::dim width, dnnl::memory::dim stride,
+                                dnnl::memory::data_type type) {
+  return dnnl::memory::desc({rows, width}, type, dnnl::memory::dims{stride, 1});
+}
+
 }  // namespace
 
-struct OneDnnLinear::Impl {
-  dnnl::matmul primitive;
-  dnnl::memory weights;  // reordered once, in the primitive's layout
-  dnnl::memory bias;     // [1, out] or empty
-  at::Tensor bias_storage;
-  std::size_t weight_bytes = 0;
-};
+dnnl::stream& thread_stream() {
+  thread_local dnnl::stream stream(cpu_engine());
+  return stream;
+}
 
 OneDnnLinear::OneDnnLinear(const at::Tensor& weight_in, const at::Tensor& bias_in, Activation activation)
     : impl_(std::make_unique<Impl>()), activation_(activation) {
@@ -36,11 +60,9 @@ OneDnnLinear::OneDnnLinear(const at::Tensor& weight_in, const at::Tensor& bias_i
   if (weight.dim() != 2) throw std::invalid_argument("OneDnnLinear: weight must be 2-D");
   out_ = weight.size(0);
   in_ = weight.size(1);
+  impl_->tiles = ColumnTiles(out_);
+  const bool has_bias = bias_in.defined();
   const memory::dim runtime_rows = DNNL_RUNTIME_DIM_VAL;
-  const memory::desc src_md({runtime_rows, in_}, memory::data_type::f32, memory::format_tag::ab);
-  const memory::desc weights_any({in_, out_}, memory::data_type::f32, memory::format_tag::any);
-  const memory::desc dst_md({runtime_rows, out_}, memory::data_type::f32, memory::format_tag::ab);
-  const memory::desc bias_md({1, out_}, memory::data_type::f32, memory::format_tag::ab);
   post_ops ops;
   switch (activation) {
     case Activation::kNone: break;
@@ -51,22 +73,33 @@ OneDnnLinear::OneDnnLinear(const at::Tensor& weight_in, const at::Tensor& bias_i
   }
   primitive_attr attr;
   attr.set_post_ops(ops);
-  const bool has_bias = bias_in.defined();
-  const matmul::desc desc = has_bias ? matmul::desc(src_md, weights_any, bias_md, dst_md)
-                                     : matmul::desc(src_md, weights_any, dst_md);
-  const matmul::primitive_desc pd(desc, attr, cpu_engine());
-  impl_->primitive = matmul(pd);
-  // Our weights are [out, in] row-major, which is [in, out] in layout "ba".
-  memory user_weights({{in_, out_}, memory::data_type::f32, memory::format_tag::ba}, cpu_engine(),
-                      weight.data_ptr<float>());
-  impl_->weights = memory(pd.weights_desc(), cpu_engine());
+  std::vector<matmul::primitive_desc> descs;
+  for (const std::int64_t width : {impl_->tiles.width(), impl_->tiles.size(impl_->tiles.count() - 1)}) {
+    if (descs.size() == 1 && width == impl_->tiles.width()) break;
+    const memory::desc src_md({runtime_rows, in_}, memory::data_type::f32, memory::format_tag::ab);
+    const memory::desc weights_any({in_, width}, memory::data_type::f32, memory::format_tag::any);
+    const memory::desc dst_md = strided_rows(runtime_rows, width, out_, memory::data_type::f32);
+    const memory::desc bias_md({1, width}, memory::data_type::f32, memory::format_tag::ab);
+    const matmul::desc desc = has_bias ? matmul::desc(src_md, weights_any, bias_md, dst_md)
+                                       : matmul::desc(src_md, weights_any, dst_md);
+    descs.emplace_back(desc, attr, cpu_engine());
+    impl_->primitives.emplace_back(descs.back());
+  }
   stream s(cpu_engine());
-  reorder(user_weights, impl_->weights).execute(s, user_weights, impl_->weights);
+  for (std::int64_t tile = 0; tile < impl_->tiles.count(); ++tile) {
+    const std::int64_t n0 = impl_->tiles.begin(tile), width = impl_->tiles.size(tile);
+    const auto& pd = descs[width == impl_->tiles.width() ? 0 : 1];
+    // Our weights are [out, in] row-major: the tile's rows are [in, width] in layout "ba".
+    memory user_weights({{in_, width}, memory::data_type::f32, memory::format_tag::ba}, cpu_engine(),
+                        weight.data_ptr<float>() + n0 * in_);
+    memory packed(pd.weights_desc(), cpu_engine());
+    reorder(user_weights, packed).execute(s, user_weights, packed);
+    impl_->weight_bytes += pd.weights_desc().get_size();
+    impl_->weights.push_back(std::move(packed));
+  }
   s.wait();
-  impl_->weight_bytes = pd.weights_desc().get_size();
   if (has_bias) {
     impl_->bias_storage = bias_in.to(at::kFloat).contiguous().clone();
-    impl_->bias = memory(bias_md, cpu_engine(), impl_->bias_storage.data_ptr<float>());
     impl_->weight_bytes += static_cast<std::size_t>(out_) * sizeof(float);
   }
 }
@@ -78,9 +111,14 @@ std::size_t OneDnnLinear::weight_bytes() const { return impl_->weight_bytes; }
 at::Tensor OneDnnLinear::dense_weight() const {
   using namespace dnnl;
   at::Tensor weight = at::empty({out_, in_}, at::kFloat);
-  memory plain({{in_, out_}, memory::data_type::f32, memory::format_tag::ba}, cpu_engine(), weight.data_ptr<float>());
   stream s(cpu_engine());
-  reorder(impl_->weights, plain).execute(s, impl_->weights, plain);
+  for (std::int64_t tile = 0; tile < impl_->tiles.count(); ++tile) {
+    const std::int64_t n0 = impl_->tiles.begin(tile), width = impl_->tiles.size(tile);
+    memory plain({{in_, width}, memory::data_type::f32, memory::format_tag::ba}, cpu_engine(),
+                 weight.data_ptr<float>() + n0 * in_);
+    reorder(impl_->weights[static_cast<std::size_t>(tile)], plain)
+        .execute(s, impl_->weights[static_cast<std::size_t>(tile)], plain);
+  }
   s.wait();
   return weight;
 }
@@ -88,20 +126,29 @@ at::Tensor OneDnnLinear::dense_weight() const {
 at::Tensor OneDnnLinear::dense_bias() const { return impl_->bias_storage; }
 
 at::Tensor OneDnnLinear::forward(const at::Tensor& input) const {
-  using namespace dnnl;
   LinearIo io = prepare_linear_io(input, in_, out_);
-  const at::Tensor& x = io.input;
-  at::Tensor& out = io.output;
-  const std::int64_t rows = io.rows;
-  if (rows == 0) return out;
-  memory src({{rows, in_}, memory::data_type::f32, memory::format_tag::ab}, cpu_engine(), x.data_ptr<float>());
-  memory dst({{rows, out_}, memory::data_type::f32, memory::format_tag::ab}, cpu_engine(), out.data_ptr<float>());
-  std::unordered_map<int, memory> args{{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, impl_->weights}, {DNNL_ARG_DST, dst}};
-  if (impl_->bias_storage.defined()) args.emplace(DNNL_ARG_BIAS, impl_->bias);
-  stream s(cpu_engine());
-  impl_->primitive.execute(s, args);
-  s.wait();
-  return out;
+  forward_rows(io.input.data_ptr<float>(), io.rows, io.output.data_ptr<float>());
+  return io.output;
+}
+
+void OneDnnLinear::forward_rows(const float* x, std::int64_t rows, float* y) const {
+  using namespace dnnl;
+  const Impl& impl = *impl_;
+  float* bias = impl.bias_storage.defined() ? impl.bias_storage.data_ptr<float>() : nullptr;
+  run_tiled(rows, impl.tiles, [&](std::int64_t r0, std::int64_t count, std::int64_t tile) {
+    const std::int64_t n0 = impl.tiles.begin(tile), width = impl.tiles.size(tile);
+    const engine& eng = cpu_engine();
+    memory src({{count, in_}, memory::data_type::f32, memory::format_tag::ab}, eng,
+               const_cast<float*>(x + r0 * in_));
+    memory dst(strided_rows(count, width, out_, memory::data_type::f32), eng, y + r0 * out_ + n0);
+    std::unordered_map<int, memory> args{
+        {DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, impl.weights[static_cast<std::size_t>(tile)]}, {DNNL_ARG_DST, dst}};
+    if (bias) {
+      args.emplace(DNNL_ARG_BIAS,
+                   memory({{1, width}, memory::data_type::f32, memory::format_tag::ab}, eng, bias + n0));
+    }
+    impl.primitive_for(tile).execute(thread_stream(), args);
+  });
 }
 
 namespace {

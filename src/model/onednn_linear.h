@@ -1,7 +1,9 @@
 // OneDnnLinear: an FP32 linear layer through oneDNN's matmul primitive, with
-// the weights reordered once into oneDNN's preferred blocked layout and the
-// bias and activation fused as post-ops. One primitive serves every row
-// count (the row dimension is a run-time value).
+// the bias and activation fused as post-ops. The output columns are cut
+// into tiles (tiled_matmul.h), each tile's weights reordered once into
+// oneDNN's preferred blocked layout, and each call runs one single-threaded
+// primitive per tile and row block on the WorkPool. One primitive per tile
+// width serves every row count (the row dimension is a run-time value).
 //
 // make_fp32_linear() picks, per weight shape, whichever of this and the
 // OpenBLAS DenseLinear is faster on the machine it runs on: oneDNN wins by
@@ -12,6 +14,7 @@
 #pragma once
 
 #include <ATen/Tensor.h>
+#include <oneapi/dnnl/dnnl.hpp>
 
 #include <memory>
 
@@ -26,6 +29,7 @@ class OneDnnLinear final : public LinearOp {
   ~OneDnnLinear() override;
 
   at::Tensor forward(const at::Tensor& input) const override;
+  void forward_rows(const float* x, std::int64_t rows, float* y) const override;
   std::int64_t in_features() const override { return in_; }
   std::int64_t out_features() const override { return out_; }
   Activation activation() const override { return activation_; }
@@ -40,6 +44,12 @@ class OneDnnLinear final : public LinearOp {
   std::int64_t in_ = 0, out_ = 0;
   Activation activation_;
 };
+
+// The CPU engine every oneDNN primitive of the runtime uses, and the
+// calling thread's stream on it (primitives run on the thread that
+// executes them: the WorkPool limits OpenMP to one thread inside tasks).
+dnnl::engine& cpu_engine();
+dnnl::stream& thread_stream();
 
 enum class Fp32Backend { kAuto, kOpenBlas, kOneDnn };
 

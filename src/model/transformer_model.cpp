@@ -1,23 +1,26 @@
 #include "model/transformer_model.h"
 
 #include <ATen/ATen.h>
-#include <ATen/Parallel.h>
 #include <c10/core/InferenceMode.h>
-#include <cblas.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <limits>
+#include <stdexcept>
+#include <vector>
 
 #include <fmt/format.h>
 
 #include "common/guard.h"
+#include "model/cpu_kernels.h"
 #include "model/int8_linear.h"
 #include "model/onednn_linear.h"
 #include "model/safetensors_file.h"
 #include "model/sparse_weight.h"
+#include "runtime/work_pool.h"
 
 namespace rapidqa::model {
 namespace {
@@ -101,7 +104,7 @@ Result<LayerNormWeights> layer_norm(const TensorLookup& t, const std::string& na
                                     double eps) {
   RAPIDQA_ASSIGN_OR_RETURN(weight, t.get(name + ".weight", {width}));
   RAPIDQA_ASSIGN_OR_RETURN(bias, t.get(name + ".bias", {width}));
-  return LayerNormWeights{weight, bias, eps};
+  return LayerNormWeights{weight.contiguous(), bias.contiguous(), eps};
 }
 
 // A quantized layer's parts: int8 weight, channel scales, and for a static
@@ -280,49 +283,71 @@ Result<std::string> find_prefix(const std::map<std::string, at::Tensor>& tensors
       source));
 }
 
-void layer_norm_(at::Tensor& x, const LayerNormWeights& ln) {
-  x = at::layer_norm(x, {x.size(-1)}, ln.weight, ln.bias, ln.eps);
+// Per calling thread, reused across forward passes: the activations of
+// one layer, sized for the largest batch seen. Reuse matters: fresh
+// buffers of a few megabytes come from mmap and cost a page fault per 4 KiB
+// on every pass.
+struct Workspace {
+  std::vector<float> x, qkv, context, attended, inner, out;
+};
+
+float* at_least(std::vector<float>& buffer, std::int64_t floats) {
+  if (buffer.size() < static_cast<std::size_t>(floats)) buffer.resize(static_cast<std::size_t>(floats));
+  return buffer.data();
 }
 
-// Multi-head self-attention over the fused projection qkv [B, S, 3 * A * D]:
-// one scores product and one context product per (sequence, head), spread
-// over the intra-op threads, reading each head in place through BLAS
-// leading dimensions instead of permuting copies.
-at::Tensor self_attention(const at::Tensor& qkv, const at::Tensor& additive_mask, std::int64_t heads,
-                          std::int64_t head_dim) {
-  const std::int64_t batch = qkv.size(0), seq = qkv.size(1);
-  const std::int64_t width = heads * head_dim;
-  const std::int64_t row = 3 * width;  // stride between tokens in qkv
-  at::Tensor scores = at::empty({batch, heads, seq, seq}, qkv.options());
-  at::Tensor context = at::empty({batch, seq, width}, qkv.options());
-  const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
-  const float* base = qkv.data_ptr<float>();
-  float* s = scores.data_ptr<float>();
-  at::parallel_for(0, batch * heads, 1, [&](std::int64_t first, std::int64_t last) {
-    for (std::int64_t i = first; i < last; ++i) {
-      const std::int64_t b = i / heads, a = i % heads;
-      const float* q = base + b * seq * row + a * head_dim;
-      const float* k = q + width;
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<blasint>(seq), static_cast<blasint>(seq),
-                  static_cast<blasint>(head_dim), scale, q, static_cast<blasint>(row), k, static_cast<blasint>(row),
-                  0.0f, s + i * seq * seq, static_cast<blasint>(seq));
+// Which rows of the padded batch hold tokens: the forward pass packs them
+// (no work is spent on padding) and attends within each sequence's rows.
+struct PackedBatch {
+  std::vector<std::int64_t> source_row;  // packed token -> b * seq + position
+  std::vector<std::int64_t> first;       // sequence b's tokens are packed rows [first[b], first[b + 1])
+  std::int64_t tokens() const { return static_cast<std::int64_t>(source_row.size()); }
+};
+
+PackedBatch pack(const at::Tensor& mask, std::int64_t batch, std::int64_t seq) {
+  PackedBatch p;
+  p.first.reserve(static_cast<std::size_t>(batch + 1));
+  p.source_row.reserve(static_cast<std::size_t>(batch * seq));
+  at::Tensor m;
+  if (mask.defined()) m = mask.to(at::kLong).contiguous();
+  const std::int64_t* valid = m.defined() ? m.data_ptr<std::int64_t>() : nullptr;
+  for (std::int64_t b = 0; b < batch; ++b) {
+    p.first.push_back(p.tokens());
+    for (std::int64_t i = 0; i < seq; ++i) {
+      if (!valid || valid[b * seq + i] != 0) p.source_row.push_back(b * seq + i);
     }
+  }
+  p.first.push_back(p.tokens());
+  return p;
+}
+
+// Runs fn(first_row, row_count) over blocks of rows on the compute pool.
+void for_row_blocks(std::int64_t rows, std::int64_t block, const std::function<void(std::int64_t, std::int64_t)>& fn) {
+  runtime::parallel_tasks((rows + block - 1) / block, [&](std::int64_t i) {
+    const std::int64_t first = i * block;
+    fn(first, std::min(block, rows - first));
   });
-  if (additive_mask.defined()) scores.add_(additive_mask);  // [B, 1, 1, S] broadcast
-  at::Tensor probs = at::softmax(scores, -1);
-  const float* p = probs.data_ptr<float>();
-  float* ctx = context.data_ptr<float>();
-  at::parallel_for(0, batch * heads, 1, [&](std::int64_t first, std::int64_t last) {
-    for (std::int64_t i = first; i < last; ++i) {
-      const std::int64_t b = i / heads, a = i % heads;
-      const float* v = base + b * seq * row + 2 * width + a * head_dim;
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<blasint>(seq),
-                  static_cast<blasint>(head_dim), static_cast<blasint>(seq), 1.0f, p + i * seq * seq,
-                  static_cast<blasint>(seq), v, static_cast<blasint>(row), 0.0f, ctx + b * seq * width + a * head_dim,
-                  static_cast<blasint>(width));
-    }
+}
+
+constexpr std::int64_t kNormRowsPerTask = 32;
+
+void layer_norm_rows(float* x, const float* residual, const LayerNormWeights& ln, std::int64_t rows,
+                     std::int64_t width) {
+  const float* gamma = ln.weight.data_ptr<float>();
+  const float* beta = ln.bias.data_ptr<float>();
+  const auto eps = static_cast<float>(ln.eps);
+  for_row_blocks(rows, kNormRowsPerTask, [&](std::int64_t first, std::int64_t count) {
+    kernels::residual_layer_norm(x + first * width, residual ? residual + first * width : nullptr, gamma, beta, eps,
+                                 count, width);
   });
-  return context;
+}
+
+void check_ids(const at::Tensor& ids, std::int64_t limit, const char* what) {
+  if (ids.numel() == 0) return;
+  const std::int64_t lo = ids.min().item<std::int64_t>(), hi = ids.max().item<std::int64_t>();
+  if (lo < 0 || hi >= limit) {
+    throw std::invalid_argument(fmt::format("{} {} is out of range: the model has {}", what, lo < 0 ? lo : hi, limit));
+  }
 }
 
 }  // namespace
@@ -339,42 +364,81 @@ LayerNames names_for(Architecture arch) {
 
 at::Tensor TransformerModel::forward(const ModelInputs& inputs) const {
   c10::InferenceMode inference;
-  const at::Tensor& ids = inputs.input_ids;
+  const at::Tensor ids = inputs.input_ids.to(at::kLong).contiguous();
   const std::int64_t batch = ids.size(0), seq = ids.size(1);
+  const std::int64_t h = config.hidden_size;
   if (seq > position_embeddings.rows()) {
     throw std::invalid_argument(fmt::format("sequence of {} tokens is longer than the model's {} positions", seq,
                                             position_embeddings.rows()));
   }
-  at::Tensor x = word_embeddings.lookup(ids);
-  x.add_(position_embeddings.slice(0, seq));
-  if (token_type_embeddings.defined()) {
-    if (inputs.token_type_ids.defined()) {
-      x.add_(token_type_embeddings.lookup(inputs.token_type_ids));
-    } else {
-      x.add_(token_type_embeddings.slice(0, 1));
+  check_ids(ids, word_embeddings.rows(), "token id");
+  at::Tensor types;
+  if (token_type_embeddings.defined() && inputs.token_type_ids.defined()) {
+    types = inputs.token_type_ids.to(at::kLong).contiguous();
+    check_ids(types, token_type_embeddings.rows(), "token type");
+  }
+  const PackedBatch packed = pack(inputs.attention_mask, batch, seq);
+  const std::int64_t tokens = packed.tokens();
+  thread_local Workspace ws;
+  float* x = at_least(ws.x, tokens * h);
+
+  // Embeddings: word + position + token type, then LayerNorm, per token.
+  const std::int64_t* id = ids.data_ptr<std::int64_t>();
+  const std::int64_t* type = types.defined() ? types.data_ptr<std::int64_t>() : nullptr;
+  for_row_blocks(tokens, kNormRowsPerTask, [&](std::int64_t first, std::int64_t count) {
+    for (std::int64_t t = first; t < first + count; ++t) {
+      const std::int64_t row = packed.source_row[static_cast<std::size_t>(t)];
+      float* out = x + t * h;
+      std::fill(out, out + h, 0.0f);
+      word_embeddings.add_row(id[row], out);
+      position_embeddings.add_row(row % seq, out);
+      if (token_type_embeddings.defined()) token_type_embeddings.add_row(type ? type[row] : 0, out);
+    }
+    kernels::residual_layer_norm(x + first * h, nullptr, embedding_norm.weight.data_ptr<float>(),
+                                 embedding_norm.bias.data_ptr<float>(), static_cast<float>(embedding_norm.eps),
+                                 count, h);
+  });
+
+  for (const TransformerLayer& layer : layers) {
+    const std::int64_t heads = layer.num_heads, d = layer.head_dim, width = heads * d;
+    const std::int64_t inner_width = layer.intermediate->out_features();
+    float* qkv = at_least(ws.qkv, tokens * 3 * width);
+    float* context = at_least(ws.context, tokens * width);
+    float* attended = at_least(ws.attended, tokens * h);
+    float* inner = at_least(ws.inner, tokens * inner_width);
+    float* out = at_least(ws.out, tokens * h);
+    layer.qkv->forward_rows(x, tokens, qkv);
+    // One task per (sequence, head), each over its own sequence's rows only.
+    runtime::parallel_tasks(batch * heads, [&](std::int64_t i) {
+      const std::int64_t b = i / heads, a = i % heads;
+      const std::int64_t first = packed.first[static_cast<std::size_t>(b)];
+      const std::int64_t length = packed.first[static_cast<std::size_t>(b + 1)] - first;
+      if (length == 0) return;
+      thread_local std::vector<float> scores;
+      const float* q = qkv + first * 3 * width + a * d;
+      kernels::attention_head(q, q + width, q + 2 * width, 3 * width, length, d, context + first * width + a * d,
+                              width, at_least(scores, length * length));
+    });
+    layer.attention_output->forward_rows(context, tokens, attended);
+    layer_norm_rows(attended, x, layer.attention_norm, tokens, h);
+    layer.intermediate->forward_rows(attended, tokens, inner);
+    layer.output->forward_rows(inner, tokens, out);
+    layer_norm_rows(out, attended, layer.output_norm, tokens, h);
+    std::swap(ws.x, ws.out);
+    x = ws.x.data();
+  }
+
+  // Back to the padded shape; padding positions are zero.
+  at::Tensor hidden = tokens == batch * seq ? at::empty({batch, seq, h}, at::kFloat) : at::zeros({batch, seq, h}, at::kFloat);
+  float* dst = hidden.data_ptr<float>();
+  if (tokens == batch * seq) {
+    std::copy(x, x + tokens * h, dst);
+  } else {
+    for (std::int64_t t = 0; t < tokens; ++t) {
+      std::copy(x + t * h, x + (t + 1) * h, dst + packed.source_row[static_cast<std::size_t>(t)] * h);
     }
   }
-  layer_norm_(x, embedding_norm);
-
-  // Padding gets a large negative score before the softmax (as Hugging Face
-  // does); a batch without padding skips the mask entirely.
-  at::Tensor additive_mask;
-  if (inputs.attention_mask.defined() && !inputs.attention_mask.all().item<bool>()) {
-    additive_mask = (1.0 - inputs.attention_mask.to(at::kFloat)).mul_(std::numeric_limits<float>::lowest());
-    additive_mask = additive_mask.view({batch, 1, 1, seq});
-  }
-  for (const TransformerLayer& layer : layers) {
-    at::Tensor qkv = layer.qkv->forward(x);
-    at::Tensor context = self_attention(qkv, additive_mask, layer.num_heads, layer.head_dim);
-    at::Tensor attended = layer.attention_output->forward(context);
-    attended.add_(x);
-    layer_norm_(attended, layer.attention_norm);
-    at::Tensor ffn = layer.output->forward(layer.intermediate->forward(attended));
-    ffn.add_(attended);
-    layer_norm_(ffn, layer.output_norm);
-    x = std::move(ffn);
-  }
-  return x;
+  return hidden;
 }
 
 std::int64_t TransformerLayer::parameter_count() const {

@@ -16,6 +16,7 @@
 
 #include "common/guard.h"
 #include "runtime/compute_threads.h"
+#include "runtime/work_pool.h"
 #include "rapidqa/rapidqa.h"
 
 // OpenBLAS's own controls; weak so a build against another BLAS still links.
@@ -78,11 +79,14 @@ Status configure_compute_threads(const ComputeThreads& threads) {
     const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     const int intra = threads.intra_op == 0 ? cores : threads.intra_op;
     const int search = threads.search == 0 ? 1 : threads.search;
-    // One pool: LibTorch's intra-op (OpenMP) threads. OpenBLAS keeps its own
-    // pthreads, which would fight them for the cores; the model runtime
-    // splits every product across the intra-op threads itself and calls
-    // OpenBLAS single-threaded from each (model/linear_op.h).
-    if (at::get_num_threads() != intra) at::set_num_threads(intra);
+    // One pool: the runtime's WorkPool (runtime/work_pool.h). The model
+    // runtime splits every product, head and row block into tasks on it and
+    // runs oneDNN and OpenBLAS single-threaded inside each; LibTorch's own
+    // OpenMP team and OpenBLAS's pthreads would only fight it for the cores
+    // (and OpenMP's spinning barrier collapses when the host takes a core),
+    // so both run single-threaded.
+    runtime::resize_compute_pool(intra);
+    if (at::get_num_threads() != 1) at::set_num_threads(1);
     if (openblas_set_num_threads) openblas_set_num_threads(1);
     // FAISS's OpenMP team size is chosen per search call (see
     // index::ScopedSearchThreads), never set process-wide here: LibTorch's
@@ -97,8 +101,9 @@ std::string build_info() {
   const dnnl_version_t* dnnl = dnnl_version();
   std::string info;
   info += fmt::format("rapidqa   {}\n", rqa_version());
-  info += fmt::format("LibTorch  {}.{}.{} (intra-op threads {})\n", TORCH_VERSION_MAJOR, TORCH_VERSION_MINOR,
-                      TORCH_VERSION_PATCH, at::get_num_threads());
+  info += fmt::format("LibTorch  {}.{}.{} (its own intra-op threads {}; the runtime's pool {})\n", TORCH_VERSION_MAJOR,
+                      TORCH_VERSION_MINOR, TORCH_VERSION_PATCH, at::get_num_threads(),
+                      runtime::compute_pool()->threads());
   info += fmt::format("FAISS     {}.{}.{} (search threads {})\n", FAISS_VERSION_MAJOR, FAISS_VERSION_MINOR,
                       FAISS_VERSION_PATCH, g_search.load());
   info += fmt::format("oneDNN    {}.{}.{} (cpu runtime {})\n", dnnl->major, dnnl->minor, dnnl->patch,

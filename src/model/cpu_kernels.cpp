@@ -1,0 +1,267 @@
+#include "model/cpu_kernels.h"
+
+#include <cblas.h>
+#include <immintrin.h>
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include <algorithm>
+#include <cmath>
+
+namespace rapidqa::model::kernels {
+namespace {
+
+enum class Isa { kScalar, kAvx2, kAvx512 };
+
+Isa detect_isa() {
+  using dnnl::cpu_isa;
+  // oneDNN's effective ISA honours ONEDNN_MAX_CPU_ISA, so the AVX2 path of
+  // these kernels is tested with the same switch as oneDNN's.
+  switch (dnnl::get_effective_cpu_isa()) {
+    case cpu_isa::avx512_core:
+    case cpu_isa::avx512_core_vnni:
+    case cpu_isa::avx512_core_bf16:
+    case cpu_isa::avx512_core_amx:
+      return Isa::kAvx512;
+    case cpu_isa::avx2:
+    case cpu_isa::avx2_vnni:
+      return Isa::kAvx2;
+    default:
+      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? Isa::kAvx2 : Isa::kScalar;
+  }
+}
+
+Isa isa() {
+  static const Isa value = detect_isa();
+  return value;
+}
+
+// exp(x) for x <= 0 (softmax after subtracting the row maximum): 2^n * p(r)
+// with n = round(x / ln 2), r = x - n ln 2 (split in two for precision) and
+// p the degree-6 Taylor polynomial, within 2 ulp over the range; inputs
+// below -87 flush to 0 as expf's result would underflow there anyway.
+constexpr float kLog2e = 1.44269504088896341f;
+constexpr float kLn2Hi = 0.693359375f;
+constexpr float kLn2Lo = -2.12194440e-4f;
+constexpr float kExpMin = -87.0f;
+constexpr float kC[] = {1.0f / 720, 1.0f / 120, 1.0f / 24, 1.0f / 6, 0.5f, 1.0f, 1.0f};
+
+__attribute__((target("avx512f"))) inline __m512 exp512(__m512 x) {
+  x = _mm512_max_ps(x, _mm512_set1_ps(kExpMin));
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(kLog2e)), _MM_FROUND_TO_NEAREST_INT);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(kLn2Hi), x);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(kLn2Lo), r);
+  __m512 p = _mm512_set1_ps(kC[0]);
+  for (int i = 1; i < 7; ++i) p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kC[i]));
+  return _mm512_scalef_ps(p, n);
+}
+
+__attribute__((target("avx2,fma"))) inline __m256 exp256(__m256 x) {
+  x = _mm256_max_ps(x, _mm256_set1_ps(kExpMin));
+  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(kLog2e)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(kLn2Hi), x);
+  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(kLn2Lo), r);
+  __m256 p = _mm256_set1_ps(kC[0]);
+  for (int i = 1; i < 7; ++i) p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(kC[i]));
+  // 2^n through the exponent field; n >= -126 after the clamp.
+  const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+  return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+}
+
+__attribute__((target("avx512f"))) void softmax_row_avx512(float* x, std::int64_t n) {
+  __m512 vmax = _mm512_set1_ps(-INFINITY);
+  std::int64_t i = 0;
+  for (; i + 16 <= n; i += 16) vmax = _mm512_max_ps(vmax, _mm512_loadu_ps(x + i));
+  if (i < n) {
+    const __mmask16 m = static_cast<__mmask16>((1u << (n - i)) - 1);
+    vmax = _mm512_mask_max_ps(vmax, m, vmax, _mm512_maskz_loadu_ps(m, x + i));
+  }
+  const __m512 max = _mm512_set1_ps(_mm512_reduce_max_ps(vmax));
+  __m512 vsum = _mm512_setzero_ps();
+  for (i = 0; i + 16 <= n; i += 16) {
+    const __m512 e = exp512(_mm512_sub_ps(_mm512_loadu_ps(x + i), max));
+    _mm512_storeu_ps(x + i, e);
+    vsum = _mm512_add_ps(vsum, e);
+  }
+  if (i < n) {
+    const __mmask16 m = static_cast<__mmask16>((1u << (n - i)) - 1);
+    const __m512 e = exp512(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, x + i), max));
+    _mm512_mask_storeu_ps(x + i, m, e);
+    vsum = _mm512_mask_add_ps(vsum, m, vsum, e);
+  }
+  const __m512 inv = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(vsum));
+  for (i = 0; i + 16 <= n; i += 16) _mm512_storeu_ps(x + i, _mm512_mul_ps(_mm512_loadu_ps(x + i), inv));
+  if (i < n) {
+    const __mmask16 m = static_cast<__mmask16>((1u << (n - i)) - 1);
+    _mm512_mask_storeu_ps(x + i, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + i), inv));
+  }
+}
+
+__attribute__((target("avx2,fma"))) float hsum256(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
+  return _mm_cvtss_f32(s);
+}
+
+__attribute__((target("avx2,fma"))) void softmax_row_avx2(float* x, std::int64_t n) {
+  float max = -INFINITY;
+  for (std::int64_t i = 0; i < n; ++i) max = std::max(max, x[i]);
+  const __m256 vmax = _mm256_set1_ps(max);
+  __m256 vsum = _mm256_setzero_ps();
+  std::int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 e = exp256(_mm256_sub_ps(_mm256_loadu_ps(x + i), vmax));
+    _mm256_storeu_ps(x + i, e);
+    vsum = _mm256_add_ps(vsum, e);
+  }
+  float sum = hsum256(vsum);
+  for (; i < n; ++i) {
+    x[i] = std::exp(x[i] - max);
+    sum += x[i];
+  }
+  const float inv = 1.0f / sum;
+  for (i = 0; i < n; ++i) x[i] *= inv;
+}
+
+void softmax_row_scalar(float* x, std::int64_t n) {
+  const float max = *std::max_element(x, x + n);
+  float sum = 0;
+  for (std::int64_t i = 0; i < n; ++i) sum += (x[i] = std::exp(x[i] - max));
+  const float inv = 1.0f / sum;
+  for (std::int64_t i = 0; i < n; ++i) x[i] *= inv;
+}
+
+// One row's residual add and LayerNorm, written with 16 independent
+// partial sums so the compiler vectorises it at whatever width the calling
+// function targets (always inlined into the per-ISA wrappers below).
+__attribute__((always_inline)) inline void layer_norm_row(float* x, const float* residual, const float* gamma,
+                                                          const float* beta, float eps, std::int64_t n) {
+  constexpr int kLanes = 16;
+  float part[kLanes] = {};
+  std::int64_t i = 0;
+  if (residual) {
+    for (; i + kLanes <= n; i += kLanes) {
+      for (int j = 0; j < kLanes; ++j) part[j] += (x[i + j] += residual[i + j]);
+    }
+    for (; i < n; ++i) part[0] += (x[i] += residual[i]);
+  } else {
+    for (; i + kLanes <= n; i += kLanes) {
+      for (int j = 0; j < kLanes; ++j) part[j] += x[i + j];
+    }
+    for (; i < n; ++i) part[0] += x[i];
+  }
+  float sum = 0;
+  for (float p : part) sum += p;
+  const float mean = sum / static_cast<float>(n);
+  float sq[kLanes] = {};
+  for (i = 0; i + kLanes <= n; i += kLanes) {
+    for (int j = 0; j < kLanes; ++j) {
+      const float d = x[i + j] - mean;
+      sq[j] += d * d;
+    }
+  }
+  for (; i < n; ++i) sq[0] += (x[i] - mean) * (x[i] - mean);
+  float var = 0;
+  for (float s : sq) var += s;
+  const float rstd = 1.0f / std::sqrt(var / static_cast<float>(n) + eps);
+  for (i = 0; i < n; ++i) x[i] = (x[i] - mean) * rstd * gamma[i] + beta[i];
+}
+
+__attribute__((target("avx512f"))) void layer_norm_avx512(float* x, const float* residual, const float* gamma,
+                                                          const float* beta, float eps, std::int64_t rows,
+                                                          std::int64_t n) {
+  for (std::int64_t r = 0; r < rows; ++r) layer_norm_row(x + r * n, residual ? residual + r * n : nullptr, gamma, beta, eps, n);
+}
+
+__attribute__((target("avx2,fma"))) void layer_norm_avx2(float* x, const float* residual, const float* gamma,
+                                                         const float* beta, float eps, std::int64_t rows,
+                                                         std::int64_t n) {
+  for (std::int64_t r = 0; r < rows; ++r) layer_norm_row(x + r * n, residual ? residual + r * n : nullptr, gamma, beta, eps, n);
+}
+
+void layer_norm_scalar(float* x, const float* residual, const float* gamma, const float* beta, float eps,
+                       std::int64_t rows, std::int64_t n) {
+  for (std::int64_t r = 0; r < rows; ++r) layer_norm_row(x + r * n, residual ? residual + r * n : nullptr, gamma, beta, eps, n);
+}
+
+__attribute__((always_inline)) inline void min_max_lanes(const float* x, std::int64_t n, float* lowest,
+                                                         float* highest) {
+  constexpr int kLanes = 16;
+  float lo[kLanes], hi[kLanes];
+  for (int j = 0; j < kLanes; ++j) lo[j] = hi[j] = x[0];
+  std::int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    for (int j = 0; j < kLanes; ++j) {
+      lo[j] = x[i + j] < lo[j] ? x[i + j] : lo[j];
+      hi[j] = x[i + j] > hi[j] ? x[i + j] : hi[j];
+    }
+  }
+  for (; i < n; ++i) {
+    lo[0] = std::min(lo[0], x[i]);
+    hi[0] = std::max(hi[0], x[i]);
+  }
+  *lowest = *std::min_element(lo, lo + kLanes);
+  *highest = *std::max_element(hi, hi + kLanes);
+}
+
+__attribute__((target("avx512f"))) void min_max_avx512(const float* x, std::int64_t n, float* lo, float* hi) {
+  min_max_lanes(x, n, lo, hi);
+}
+__attribute__((target("avx2,fma"))) void min_max_avx2(const float* x, std::int64_t n, float* lo, float* hi) {
+  min_max_lanes(x, n, lo, hi);
+}
+
+}  // namespace
+
+void min_max(const float* x, std::int64_t n, float* lowest, float* highest) {
+  switch (isa()) {
+    case Isa::kAvx512: min_max_avx512(x, n, lowest, highest); return;
+    case Isa::kAvx2: min_max_avx2(x, n, lowest, highest); return;
+    case Isa::kScalar: min_max_lanes(x, n, lowest, highest); return;
+  }
+}
+
+const char* vector_isa() {
+  switch (isa()) {
+    case Isa::kAvx512: return "avx512";
+    case Isa::kAvx2: return "avx2";
+    case Isa::kScalar: break;
+  }
+  return "scalar";
+}
+
+void softmax_rows(float* x, std::int64_t rows, std::int64_t cols, std::int64_t stride) {
+  const Isa which = isa();
+  for (std::int64_t r = 0; r < rows; ++r) {
+    float* row = x + r * stride;
+    if (which == Isa::kAvx512) {
+      softmax_row_avx512(row, cols);
+    } else if (which == Isa::kAvx2) {
+      softmax_row_avx2(row, cols);
+    } else {
+      softmax_row_scalar(row, cols);
+    }
+  }
+}
+
+void residual_layer_norm(float* x, const float* residual, const float* gamma, const float* beta, float eps,
+                         std::int64_t rows, std::int64_t width) {
+  switch (isa()) {
+    case Isa::kAvx512: layer_norm_avx512(x, residual, gamma, beta, eps, rows, width); return;
+    case Isa::kAvx2: layer_norm_avx2(x, residual, gamma, beta, eps, rows, width); return;
+    case Isa::kScalar: layer_norm_scalar(x, residual, gamma, beta, eps, rows, width); return;
+  }
+}
+
+void attention_head(const float* q, const float* k, const float* v, std::int64_t qkv_stride, std::int64_t tokens,
+                    std::int64_t head_dim, float* out, std::int64_t out_stride, float* scratch) {
+  const auto t = static_cast<blasint>(tokens), d = static_cast<blasint>(head_dim);
+  const auto ld = static_cast<blasint>(qkv_stride);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, t, t, d, scale, q, ld, k, ld, 0.0f, scratch, t);
+  softmax_rows(scratch, tokens, tokens, tokens);
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, t, d, t, 1.0f, scratch, t, v, ld, 0.0f, out,
+              static_cast<blasint>(out_stride));
+}
+
+}  // namespace rapidqa::model::kernels

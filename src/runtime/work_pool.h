@@ -1,0 +1,55 @@
+// WorkPool: the model runtime's own intra-op threads. One call,
+// run(count, task), runs task(i) for every i in [0, count) on the calling
+// thread and the pool's workers together, and returns when all are done.
+//
+// Why not one OpenMP team per product: a team splits the work statically
+// and waits at its barrier for its slowest thread, so when the host's own
+// threads take a core, every product waits for a descheduled thread; and
+// its idle threads spin, taking the core from whoever needs it. Here tasks
+// are claimed one at a time from a shared counter, so a worker that is
+// descheduled simply claims fewer, and the caller (always running) takes
+// the rest; idle workers spin only briefly (a forward's products follow
+// each other within microseconds) and then sleep.
+//
+// Thread safety: run() may be called from any number of threads at once.
+// One call at a time uses the workers; a call that finds them busy, and a
+// call made from inside a task, runs its tasks on the calling thread alone
+// (never deadlocks, never waits for another caller's work).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+
+namespace rapidqa::runtime {
+
+class WorkPool {
+ public:
+  // threads: the threads a call may use, the caller included (so
+  // threads - 1 workers are started); at least 1.
+  explicit WorkPool(int threads);
+  ~WorkPool();
+  WorkPool(const WorkPool&) = delete;
+  WorkPool& operator=(const WorkPool&) = delete;
+
+  int threads() const;
+
+  // Runs task(i) for i in [0, count). Tasks must not throw; each runs
+  // with OpenMP limited to one thread (oneDNN and OpenBLAS calls inside a
+  // task run on that task's thread).
+  void run(std::int64_t count, const std::function<void(std::int64_t)>& task);
+
+ private:
+  struct Shared;
+  std::unique_ptr<Shared> shared_;
+};
+
+// The process's pool, sized by configure_compute_threads (all cores until
+// then). Resizing replaces it; calls in flight finish on the old one.
+std::shared_ptr<WorkPool> compute_pool();
+void resize_compute_pool(int threads);
+
+// Shorthand: compute_pool()->run(count, task).
+void parallel_tasks(std::int64_t count, const std::function<void(std::int64_t)>& task);
+
+}  // namespace rapidqa::runtime

@@ -1,0 +1,80 @@
+// The runtime's element-wise kernels against ATen's own: softmax, residual
+// LayerNorm, min/max and one attention head, over lengths that exercise
+// every vector tail. ctest runs them twice: at the CPU's widest ISA and
+// with ONEDNN_MAX_CPU_ISA=AVX2 (the kernels follow oneDNN's limit).
+#include <ATen/ATen.h>
+#include <catch2/catch.hpp>
+
+#include <cmath>
+
+#include "model/cpu_kernels.h"
+
+namespace kernels = rapidqa::model::kernels;
+
+namespace {
+double max_abs_diff(const at::Tensor& a, const at::Tensor& b) { return (a - b).abs().max().item<double>(); }
+}  // namespace
+
+TEST_CASE("softmax_rows matches ATen's softmax at every length", "[kernels]") {
+  INFO("vector ISA " << kernels::vector_isa());
+  at::manual_seed(1);
+  for (const std::int64_t cols : {1, 2, 7, 15, 16, 17, 31, 33, 64, 100, 128, 257}) {
+    INFO("columns " << cols);
+    at::Tensor x = at::randn({5, cols + 3}) * 8;  // stride wider than the row
+    x[0].fill_(0.0);                               // a flat row
+    x[1][0] = 80.0;                                // a dominant entry
+    at::Tensor expected = at::softmax(x.narrow(1, 0, cols), 1);
+    at::Tensor ours = x.clone();
+    kernels::softmax_rows(ours.data_ptr<float>(), 5, cols, cols + 3);
+    CHECK(max_abs_diff(ours.narrow(1, 0, cols), expected) < 1e-6);
+    CHECK(at::equal(ours.narrow(1, cols, 3), x.narrow(1, cols, 3)));  // beyond the row: untouched
+  }
+}
+
+TEST_CASE("residual_layer_norm matches ATen's layer_norm of the sum", "[kernels]") {
+  INFO("vector ISA " << kernels::vector_isa());
+  at::manual_seed(2);
+  for (const std::int64_t width : {2, 15, 16, 33, 128, 384, 768, 1000}) {
+    INFO("width " << width);
+    const at::Tensor x = at::randn({6, width}) * 3 + 1, residual = at::randn({6, width});
+    const at::Tensor gamma = at::randn({width}), beta = at::randn({width});
+    at::Tensor ours = x.clone();
+    kernels::residual_layer_norm(ours.data_ptr<float>(), residual.data_ptr<float>(), gamma.data_ptr<float>(),
+                                 beta.data_ptr<float>(), 1e-12f, 6, width);
+    CHECK(max_abs_diff(ours, at::layer_norm(x + residual, {width}, gamma, beta, 1e-12)) < 1e-4);
+    at::Tensor plain = x.clone();
+    kernels::residual_layer_norm(plain.data_ptr<float>(), nullptr, gamma.data_ptr<float>(), beta.data_ptr<float>(),
+                                 1e-5f, 6, width);
+    CHECK(max_abs_diff(plain, at::layer_norm(x, {width}, gamma, beta, 1e-5)) < 1e-4);
+  }
+}
+
+TEST_CASE("min_max finds the extremes wherever they are", "[kernels]") {
+  at::manual_seed(3);
+  for (const std::int64_t n : {1, 5, 16, 17, 1000, 4099}) {
+    const at::Tensor x = at::randn({n});
+    float lo = 0, hi = 0;
+    kernels::min_max(x.data_ptr<float>(), n, &lo, &hi);
+    CHECK(lo == x.min().item<float>());
+    CHECK(hi == x.max().item<float>());
+  }
+}
+
+TEST_CASE("attention_head matches softmax(q k^T / sqrt(d)) v read from a fused projection", "[kernels]") {
+  at::manual_seed(4);
+  for (const std::int64_t tokens : {1, 5, 32, 70}) {
+    const std::int64_t heads = 3, d = 16, width = heads * d;
+    const at::Tensor qkv = at::randn({tokens, 3 * width});
+    at::Tensor out = at::full({tokens, width}, 7.0f);
+    std::vector<float> scratch(static_cast<std::size_t>(tokens * tokens));
+    const std::int64_t head = 1;
+    const float* q = qkv.data_ptr<float>() + head * d;
+    kernels::attention_head(q, q + width, q + 2 * width, 3 * width, tokens, d, out.data_ptr<float>() + head * d, width,
+                            scratch.data());
+    const at::Tensor qh = qkv.narrow(1, head * d, d), kh = qkv.narrow(1, width + head * d, d),
+                     vh = qkv.narrow(1, 2 * width + head * d, d);
+    const at::Tensor expected = at::softmax(at::matmul(qh, kh.t()) / std::sqrt(16.0), 1).matmul(vh);
+    CHECK(max_abs_diff(out.narrow(1, head * d, d), expected) < 1e-5);
+    CHECK(out.narrow(1, 0, d).eq(7.0f).all().item<bool>());  // other heads' columns untouched
+  }
+}
