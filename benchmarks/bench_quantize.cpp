@@ -83,6 +83,19 @@ BENCHMARK(BM_QuantizedForward)
     ->Args({0, 8, 128, 0})->Args({0, 8, 128, 1})->Args({0, 8, 128, 2})->Args({0, 8, 128, 3})->Args({0, 8, 128, 4})
     ->Args({1, 1, 32, 0})->Args({1, 1, 32, 1})->Args({1, 1, 32, 2})->Args({1, 1, 32, 3})->Args({1, 1, 32, 4})
     ->Args({1, 8, 128, 0})->Args({1, 8, 128, 2})
+    // INT8 over the side-by-side grid (benchmarks/ort_side_by_side): every
+    // layer quantized (what ORT's dynamic quantization does) and auto.
+    ->Apply([](benchmark::internal::Benchmark* b) {
+      for (int shape : {0, 1}) {
+        for (int batch : {1, 8, 32}) {
+          for (int seq : {32, 128}) {
+            const bool listed = (shape == 0 && batch == 8 && seq == 128) || (shape == 1 && batch == 1 && seq == 32);
+            if (!listed) b->Args({shape, batch, seq, 4});
+            if (!listed && !(shape == 1 && batch == 8 && seq == 128)) b->Args({shape, batch, seq, 2});
+          }
+        }
+      }
+    })
     ->Unit(benchmark::kMillisecond)
     ->MinTime(2.0)
     ->UseRealTime();

@@ -8,12 +8,19 @@
 #include <cblas.h>
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include <algorithm>
+#include <cctype>
 #include <map>
+#include <stdexcept>
+#include <string>
+#include <vector>
 #include <memory>
 
 #include "bench_models.h"
+#include "model/bf16_linear.h"
 #include "model/linear_op.h"
 #include "model/transformer_model.h"
+#include "rapidqa/knowledge_file.h"
 
 extern "C" void openblas_set_num_threads(int num_threads);
 
@@ -51,6 +58,122 @@ void BM_TransformerForward(benchmark::State& state) {
   state.counters["seq_per_s"] = benchmark::Counter(static_cast<double>(batch), benchmark::Counter::kIsIterationInvariantRate);
   state.counters["GFLOPs"] = benchmark::Counter(flops / 1e9, benchmark::Counter::kIsIterationInvariantRate);
 }
+
+// Token counts of real questions: the bundled FAQ's questions and
+// alternates as the load study's whole-word vocabulary tokenizes them
+// ([CLS], one token per word, punctuation mark or CJK character, [SEP]), `count` of them
+// spread evenly over the file.
+std::vector<std::int64_t> faq_lengths(std::size_t count) {
+  auto kb = rapidqa::read_knowledge_file(RAPIDQA_BENCH_FAQ);
+  if (!kb) throw std::runtime_error(kb.status().to_string());
+  std::vector<std::int64_t> all;
+  for (const auto& e : kb->entries) {
+    std::vector<const std::string*> texts{&e.question};
+    for (const auto& a : e.alternates) texts.push_back(&a);
+    for (const std::string* text : texts) {
+      std::int64_t tokens = 2;
+      bool in_word = false;
+      for (const unsigned char c : *text) {
+        if (c >= 0x80 && c < 0xC0) continue;  // UTF-8 continuation byte
+        if (c >= 0xE0) {                       // a CJK character: a token of its own
+          ++tokens;
+          in_word = false;
+          continue;
+        }
+        const bool word = std::isalnum(c) || c >= 0xC0 || c == '\'';
+        if (word && !in_word) ++tokens;
+        if (!word && !std::isspace(c)) ++tokens;
+        in_word = word;
+      }
+      all.push_back(tokens);
+    }
+  }
+  std::vector<std::int64_t> picked;
+  for (std::size_t i = 0; i < count; ++i) picked.push_back(all[i * all.size() / count]);
+  return picked;
+}
+
+// A ragged batch of 32 real question lengths (faq_lengths), padded to the
+// longest with the attention mask marking the padding, as a batcher hands
+// it over. The label lists the lengths, so a side-by-side script can give
+// another runtime the same batch.
+void BM_RaggedForward(benchmark::State& state) {
+  const int shape_index = static_cast<int>(state.range(0));
+  const std::int64_t batch = state.range(1);
+  configure_threads(2);
+  const auto lengths = faq_lengths(static_cast<std::size_t>(batch));
+  const std::int64_t seq = *std::max_element(lengths.begin(), lengths.end());
+  auto model = model_for(shape_index);
+  rapidqa::model::ModelInputs in;
+  in.input_ids = at::randint(1000, 29000, {batch, seq}, at::kLong);
+  in.attention_mask = at::zeros({batch, seq}, at::kLong);
+  in.token_type_ids = at::zeros({batch, seq}, at::kLong);
+  std::int64_t tokens = 0;
+  std::string label = std::string(kShapes[shape_index].name) + " lengths=";
+  for (std::int64_t b = 0; b < batch; ++b) {
+    const std::int64_t n = lengths[static_cast<std::size_t>(b)];
+    in.attention_mask[b].narrow(0, 0, n).fill_(1);
+    in.input_ids[b].narrow(0, n, seq - n).fill_(0);
+    tokens += n;
+    label += (b ? "," : "") + std::to_string(n);
+  }
+  for (int i = 0; i < 2; ++i) benchmark::DoNotOptimize(model->forward(in));
+  for (auto _ : state) benchmark::DoNotOptimize(model->forward(in));
+  state.SetLabel(label);
+  state.counters["tokens"] = static_cast<double>(tokens);
+  state.counters["padded_tokens"] = static_cast<double>(batch * seq);
+  state.counters["seq_per_s"] = benchmark::Counter(static_cast<double>(batch), benchmark::Counter::kIsIterationInvariantRate);
+}
+
+BENCHMARK(BM_RaggedForward)
+    ->ArgNames({"shape", "batch"})
+    ->ArgsProduct({{0, 1}, {32}})
+    ->Unit(benchmark::kMillisecond)
+    ->MinTime(2.0)
+    ->UseRealTime();
+
+// The same forward with every linear layer in BF16 (convert_to_bf16), and
+// its fidelity to FP32 on the same input: the cosine of the mean-pooled
+// vectors (worst over the batch) and the largest hidden-state difference.
+void BM_Bf16Forward(benchmark::State& state) {
+  const int shape_index = static_cast<int>(state.range(0));
+  const std::int64_t batch = state.range(1), seq = state.range(2);
+  configure_threads(2);
+  if (!rapidqa::model::bf16_native()) {
+    state.SkipWithError("this CPU has no native BF16");
+    return;
+  }
+  static std::map<int, std::shared_ptr<rapidqa::model::TransformerModel>> converted;
+  auto& model = converted[shape_index];
+  if (!model) {
+    model = rapidqa::bench::fresh_model_for(shape_index);
+    const auto status = rapidqa::model::convert_to_bf16(*model);
+    if (!status.is_ok()) {
+      state.SkipWithError(status.to_string().c_str());
+      return;
+    }
+  }
+  rapidqa::model::ModelInputs in;
+  in.input_ids = at::randint(1000, 29000, {batch, seq}, at::kLong);
+  in.attention_mask = at::ones({batch, seq}, at::kLong);
+  in.token_type_ids = at::zeros({batch, seq}, at::kLong);
+  for (int i = 0; i < 2; ++i) benchmark::DoNotOptimize(model->forward(in));
+  for (auto _ : state) benchmark::DoNotOptimize(model->forward(in));
+  const at::Tensor ours = model->forward(in), reference = model_for(shape_index)->forward(in);
+  const at::Tensor a = ours.mean(1), b = reference.mean(1);
+  state.counters["min_cosine"] = at::cosine_similarity(a, b, 1).min().item<double>();
+  state.counters["max_abs_diff"] = (ours - reference).abs().max().item<double>();
+  state.counters["GFLOPs"] =
+      benchmark::Counter(forward_flops(kShapes[shape_index], batch, seq) / 1e9, benchmark::Counter::kIsIterationInvariantRate);
+  state.SetLabel(std::string(kShapes[shape_index].name) + " bf16");
+}
+
+BENCHMARK(BM_Bf16Forward)
+    ->ArgNames({"shape", "batch", "seq"})
+    ->ArgsProduct({{0, 1}, {1, 8, 32}, {32, 128}})
+    ->Unit(benchmark::kMillisecond)
+    ->MinTime(2.0)
+    ->UseRealTime();
 
 // args: shape, batch, seq, threads
 BENCHMARK(BM_TransformerForward)

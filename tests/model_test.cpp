@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "model/bf16_linear.h"
 #include "model/pooling.h"
 #include "model/safetensors_file.h"
 #include "model/transformer_model.h"
@@ -179,6 +180,56 @@ TEST_CASE("TransformerEncoder pools normalised vectors and batching does not cha
   const auto bad = (*encoder)->encode({"fine", std::string("bad \xff")}, out);
   CHECK(bad.code() == rapidqa::StatusCode::kInvalidArgument);
   CHECK(bad.message().find("text 1") != std::string::npos);
+}
+
+TEST_CASE("BF16: the encoder's vectors stay within bfloat16's precision of FP32, or the CPU is named", "[model][bf16]") {
+  rapidqa::TransformerEncoderOptions options;
+  options.model_dir = kModels + "/bert-tiny";
+  auto fp32 = rapidqa::TransformerEncoder::load(options);
+  REQUIRE(fp32.is_ok());
+  options.bf16 = true;
+  auto bf16 = rapidqa::TransformerEncoder::load(options);
+  if (!rapidqa::model::bf16_native()) {
+    REQUIRE_FALSE(bf16.is_ok());
+    CHECK(bf16.status().code() == rapidqa::StatusCode::kFailedPrecondition);
+    CHECK(bf16.status().message().find("BF16") != std::string::npos);
+    return;
+  }
+  REQUIRE(bf16.is_ok());
+  const std::vector<std::string> texts = {"how do i reset my password", "如何重置密码", "where is my order", "my order"};
+  std::vector<float> a, b;
+  REQUIRE((*fp32)->encode(texts, a).is_ok());
+  REQUIRE((*bf16)->encode(texts, b).is_ok());
+  for (std::size_t i = 0; i < texts.size(); ++i) {
+    double dot = 0;
+    for (std::size_t d = 0; d < 32; ++d) dot += static_cast<double>(a[i * 32 + d]) * b[i * 32 + d];
+    CHECK(dot > 0.999);  // both unit length
+    CHECK(dot < 1.0 + 1e-6);
+  }
+  CHECK(a != b);  // it really ran in BF16
+}
+
+TEST_CASE("Bf16Linear rounds weights to nearest even and multiplies within bfloat16 error", "[model][bf16]") {
+  const float values[] = {1.0f, 1.00390625f /* 1 + 2^-8: a tie, rounds to even (1.0) */, 1.01171875f /* tie, rounds up */,
+                          -3.14159f, 0.0f};
+  std::uint16_t rounded[5];
+  rapidqa::model::round_to_bf16(values, 5, rounded);
+  CHECK(rounded[0] == 0x3F80);
+  CHECK(rounded[1] == 0x3F80);
+  CHECK(rounded[2] == 0x3F82);
+  CHECK(rounded[3] == 0xC049);
+  CHECK(rounded[4] == 0x0000);
+  if (!rapidqa::model::bf16_native()) return;
+  at::manual_seed(5);
+  const at::Tensor w = at::randn({200, 96}), bias = at::randn({200}), x = at::randn({37, 96});
+  rapidqa::model::Bf16Linear linear(w, bias, rapidqa::model::Activation::kGelu);
+  CHECK(linear.kind() == "bf16");
+  CHECK(linear.weight_bytes() < static_cast<std::size_t>(w.numel()) * 4 * 6 / 10);
+  const at::Tensor expected = at::gelu(at::addmm(bias, x, w.t()));
+  const at::Tensor got = linear.forward(x);
+  CHECK((got - expected).abs().max().item<double>() < 0.1);
+  CHECK((got - expected).abs().mean().item<double>() < 0.02);
+  CHECK(linear.dense_weight().sub(w).abs().max().item<double>() <= w.abs().max().item<double>() / 256);
 }
 
 TEST_CASE("Broken checkpoints are refused with the tensor named", "[model]") {

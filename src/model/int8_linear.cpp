@@ -19,16 +19,6 @@
 namespace rapidqa::model {
 namespace {
 
-dnnl::algorithm eltwise_for(Activation a) {
-  switch (a) {
-    case Activation::kGelu: return dnnl::algorithm::eltwise_gelu_erf;
-    case Activation::kGeluTanh: return dnnl::algorithm::eltwise_gelu_tanh;
-    case Activation::kRelu: return dnnl::algorithm::eltwise_relu;
-    case Activation::kTanh: return dnnl::algorithm::eltwise_tanh;
-    case Activation::kNone: break;
-  }
-  return dnnl::algorithm::undef;
-}
 
 // Below this many elements a single thread quantizes faster than waking
 // the pool.
@@ -172,10 +162,6 @@ struct Int8Linear::Impl {
 
 namespace {
 
-dnnl::memory::desc strided_f32_rows(dnnl::memory::dim rows, dnnl::memory::dim width, dnnl::memory::dim stride) {
-  return dnnl::memory::desc({rows, width}, dnnl::memory::data_type::f32, dnnl::memory::dims{stride, 1});
-}
-
 // The range of x over the pool for large inputs.
 std::pair<float, float> input_range(const float* x, std::int64_t count) {
   if (count < kParallelQuantizeGrain) {
@@ -237,7 +223,10 @@ Int8Linear::Int8Linear(QuantizedWeight weight, const at::Tensor& bias, Activatio
     if (descs.size() == 1 && width == impl_->tiles.width()) break;
     const memory::desc src_md({rows, in_}, memory::data_type::u8, memory::format_tag::ab);
     const memory::desc weights_any({in_, width}, memory::data_type::s8, memory::format_tag::any);
-    const memory::desc dst_md = strided_f32_rows(rows, width, out_);
+    // A dense destination: oneDNN 2.6 has no fast int8 kernel for a strided
+    // one (it falls back to its reference code, 1000x slower), so each task
+    // writes its tile to a scratch block and copies it into place.
+    const memory::desc dst_md({rows, width}, memory::data_type::f32, memory::format_tag::ab);
     const memory::desc bias_md({1, width}, memory::data_type::f32, memory::format_tag::ab);
     primitive_attr attr;
     attr.set_output_scales(1 << 1, {DNNL_RUNTIME_F32_VAL});
@@ -246,7 +235,7 @@ Int8Linear::Int8Linear(QuantizedWeight weight, const at::Tensor& bias, Activatio
     // real-valued product and the activation sees the finished sum.
     post_ops ops;
     if (bias_.defined()) ops.append_binary(algorithm::binary_add, bias_md);
-    if (activation != Activation::kNone) ops.append_eltwise(1.0f, eltwise_for(activation), 0.0f, 0.0f);
+    append_activation(ops, activation);
     attr.set_post_ops(ops);
     descs.emplace_back(matmul::desc(src_md, weights_any, dst_md), attr, cpu_engine());
     impl_->primitives.emplace_back(descs.back());
@@ -311,7 +300,9 @@ void Int8Linear::forward_rows(const float* x, std::int64_t rows, float* y) const
     std::int32_t zp = zero_point;
     memory src({{count, in_}, memory::data_type::u8, memory::format_tag::ab}, eng,
                const_cast<std::uint8_t*>(q + r0 * in_));
-    memory dst(strided_f32_rows(count, width, out_), eng, y + r0 * out_ + n0);
+    thread_local std::vector<float> tile_out;
+    if (tile_out.size() < static_cast<std::size_t>(count * width)) tile_out.resize(static_cast<std::size_t>(count * width));
+    memory dst({{count, width}, memory::data_type::f32, memory::format_tag::ab}, eng, tile_out.data());
     memory scales({{width}, memory::data_type::f32, memory::format_tag::x}, eng,
                   const_cast<float*>(output_scales + n0));
     memory zero_point_memory({{1}, memory::data_type::s32, memory::format_tag::x}, eng, &zp);
@@ -325,6 +316,9 @@ void Int8Linear::forward_rows(const float* x, std::int64_t rows, float* y) const
                    memory({{1, width}, memory::data_type::f32, memory::format_tag::ab}, eng, bias + n0));
     }
     impl.primitive_for(tile).execute(thread_stream(), args);
+    for (std::int64_t r = 0; r < count; ++r) {
+      std::copy(tile_out.data() + r * width, tile_out.data() + (r + 1) * width, y + (r0 + r) * out_ + n0);
+    }
   });
 }
 

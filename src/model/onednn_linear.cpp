@@ -48,6 +48,17 @@ dnnl::memory::desc strided_rows(dnnl::memory::dim rows, dnnl::memory::dim width,
 
 }  // namespace
 
+void append_activation(dnnl::post_ops& ops, Activation activation) {
+  using dnnl::algorithm;
+  switch (activation) {
+    case Activation::kNone: return;
+    case Activation::kGelu: ops.append_eltwise(1.0f, algorithm::eltwise_gelu_erf, 0.0f, 0.0f); return;
+    case Activation::kGeluTanh: ops.append_eltwise(1.0f, algorithm::eltwise_gelu_tanh, 0.0f, 0.0f); return;
+    case Activation::kRelu: ops.append_eltwise(1.0f, algorithm::eltwise_relu, 0.0f, 0.0f); return;
+    case Activation::kTanh: ops.append_eltwise(1.0f, algorithm::eltwise_tanh, 0.0f, 0.0f); return;
+  }
+}
+
 dnnl::stream& thread_stream() {
   thread_local dnnl::stream stream(cpu_engine());
   return stream;
@@ -64,13 +75,7 @@ OneDnnLinear::OneDnnLinear(const at::Tensor& weight_in, const at::Tensor& bias_i
   const bool has_bias = bias_in.defined();
   const memory::dim runtime_rows = DNNL_RUNTIME_DIM_VAL;
   post_ops ops;
-  switch (activation) {
-    case Activation::kNone: break;
-    case Activation::kGelu: ops.append_eltwise(1.0f, algorithm::eltwise_gelu_erf, 0.0f, 0.0f); break;
-    case Activation::kGeluTanh: ops.append_eltwise(1.0f, algorithm::eltwise_gelu_tanh, 0.0f, 0.0f); break;
-    case Activation::kRelu: ops.append_eltwise(1.0f, algorithm::eltwise_relu, 0.0f, 0.0f); break;
-    case Activation::kTanh: ops.append_eltwise(1.0f, algorithm::eltwise_tanh, 0.0f, 0.0f); break;
-  }
+  append_activation(ops, activation);
   primitive_attr attr;
   attr.set_post_ops(ops);
   std::vector<matmul::primitive_desc> descs;

@@ -50,6 +50,8 @@ class OneDnnLinear final : public LinearOp {
 // executes them: the WorkPool limits OpenMP to one thread inside tasks).
 dnnl::engine& cpu_engine();
 dnnl::stream& thread_stream();
+// The activation as a oneDNN eltwise post-op appended to ops (none: nothing).
+void append_activation(dnnl::post_ops& ops, Activation activation);
 
 enum class Fp32Backend { kAuto, kOpenBlas, kOneDnn };
 

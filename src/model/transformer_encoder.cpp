@@ -53,6 +53,11 @@ Result<std::shared_ptr<TransformerEncoder>> TransformerEncoder::load(Transformer
   return detail::guarded("loading the encoder model", [&]() -> Result<std::shared_ptr<TransformerEncoder>> {
     auto bundle = model::load_model_bundle(options.model_dir, options.lower_case);
     if (!bundle) return bundle.status();
+    if (options.bf16) {
+      // Freshly loaded and not shared yet: safe to rewrite in place.
+      auto& model = const_cast<model::TransformerModel&>(*bundle->model);
+      if (Status s = model::convert_to_bf16(model); !s.is_ok()) return s;
+    }
     options.max_sequence_length = bundle->usable_sequence_length(options.max_sequence_length);
     std::shared_ptr<TransformerEncoder> encoder(new TransformerEncoder());
     encoder->impl_->options = std::move(options);

@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 
 #include "common/guard.h"
+#include "model/bf16_linear.h"
 #include "model/cpu_kernels.h"
 #include "model/int8_linear.h"
 #include "model/onednn_linear.h"
@@ -439,6 +440,25 @@ at::Tensor TransformerModel::forward(const ModelInputs& inputs) const {
     }
   }
   return hidden;
+}
+
+Status convert_to_bf16(TransformerModel& model) {
+  if (!bf16_native()) {
+    return Status::failed_precondition(fmt::format("BF16 needs {}; this CPU (as limited by ONEDNN_MAX_CPU_ISA) has none",
+                                                   bf16_requirement()));
+  }
+  return detail::guarded("converting the model to BF16", [&]() -> Status {
+    auto convert = [](std::unique_ptr<LinearOp>& op) {
+      if (!op || op->kind().rfind("f32", 0) != 0) return;
+      op = std::make_unique<Bf16Linear>(op->dense_weight(), op->dense_bias(), op->activation());
+    };
+    for (TransformerLayer& layer : model.layers) {
+      for (auto* op : {&layer.qkv, &layer.attention_output, &layer.intermediate, &layer.output}) convert(*op);
+    }
+    convert(model.pooler);
+    convert(model.qa_head);
+    return Status::ok();
+  });
 }
 
 std::int64_t TransformerLayer::parameter_count() const {

@@ -71,6 +71,11 @@ struct TransformerModel {
   std::size_t weight_bytes() const;
 };
 
+// Runs every FP32 linear layer (encoder layers, pooler, QA head) in
+// bfloat16 from now on (Bf16Linear); INT8 layers stay as they are.
+// kFailedPrecondition where the CPU has no native BF16 (bf16_linear.h).
+Status convert_to_bf16(TransformerModel& model);
+
 // The Hugging Face names of one architecture's per-layer tensors.
 struct LayerNames {
   std::string layer_prefix;  // "encoder.layer." or "transformer.layer."
