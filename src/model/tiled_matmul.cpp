@@ -7,10 +7,12 @@
 namespace rapidqa::model {
 namespace {
 
-// Tile widths are multiples of 64 floats (a cache line, and whole
-// register tiles for the kernels), as few per layer as still gives each
-// thread of the pool this many tiles.
-constexpr std::int64_t kUnit = 64;
+// Tile widths are multiples of 16 floats (one AVX-512 register), as few
+// per layer as still gives each thread of the pool kTilesPerThread tiles,
+// and as equal as that allows: BERT widths then split into equal tiles
+// (1152 = 4 x 288), where multiples of 64 left a short last tile and a
+// thread idle at the end of every product.
+constexpr std::int64_t kUnit = 16;
 // Two measured best (one product per call at 1 x 32 costs a few
 // microseconds per tile, so more tiles cost more than the balance they buy,
 // also with a competing thread); row blocks add tasks for large batches.

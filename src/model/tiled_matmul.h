@@ -17,7 +17,7 @@ class ColumnTiles {
  public:
   ColumnTiles() = default;
   // n output columns; the tile width follows from n and the compute
-  // pool's size at construction (a multiple of 64).
+  // pool's size at construction (a multiple of 16).
   explicit ColumnTiles(std::int64_t n);
 
   std::int64_t columns() const { return n_; }
