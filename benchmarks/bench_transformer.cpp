@@ -6,6 +6,7 @@
 #include <ATen/ATen.h>
 #include <benchmark/benchmark.h>
 #include <cblas.h>
+#include <omp.h>
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include <algorithm>
@@ -216,6 +217,12 @@ void BM_LinearBackend(benchmark::State& state) {
     state.SetLabel("OpenBLAS threading");
   } else {
     using namespace dnnl;
+    // oneDNN's own OpenMP threading over both cores: the runtime keeps
+    // OpenMP at one thread (its WorkPool splits the work), so set it here.
+    struct TwoOpenMpThreads {
+      TwoOpenMpThreads() { omp_set_num_threads(2); }
+      ~TwoOpenMpThreads() { omp_set_num_threads(1); }
+    } two_threads;
     engine eng(engine::kind::cpu, 0);
     stream strm(eng);
     const memory::desc src_md({m, k}, memory::data_type::f32, memory::format_tag::ab);

@@ -34,15 +34,17 @@ struct DemoOptions {
   bool stats = false;
   bool prometheus = false;
   bool version = false;
+  bool bf16 = false;
 };
 
 void print_usage(std::FILE* to) {
   std::fprintf(to,
-               "usage: rapidqa-demo [--kb FILE] [--model DIR] [--reader DIR] [--question TEXT]... [--json]\n"
+               "usage: rapidqa-demo [--kb FILE] [--model DIR [--bf16]] [--reader DIR] [--question TEXT]... [--json]\n"
                "                    [--preload FILE] [--stats] [--metrics] [--version]\n"
                "  --kb FILE        knowledge base, one JSON object per line (default: the bundled FAQ)\n"
                "  --model DIR      encode with this BERT-family model directory instead of the built-in\n"
                "                   hashing encoder\n"
+               "  --bf16           run that model in bfloat16 (CPUs with AVX512-BF16 or AMX only)\n"
                "  --reader DIR     answer with the span a question-answering model finds in the entries'\n"
                "                   context passages\n"
                "  --question TEXT  answer TEXT; without it, questions are read from stdin, one per line\n"
@@ -82,6 +84,8 @@ int parse_args(int argc, char** argv, DemoOptions& o) {
       o.preload = v;
     } else if (arg == "--json") {
       o.json = true;
+    } else if (arg == "--bf16") {
+      o.bf16 = true;
     } else if (arg == "--stats") {
       o.stats = true;
     } else if (arg == "--metrics") {
@@ -129,6 +133,7 @@ int tool_main(int argc, char** argv) {
   if (!options.model_dir.empty()) {
     rapidqa::TransformerEncoderOptions encoder_options;
     encoder_options.model_dir = options.model_dir;
+    encoder_options.bf16 = options.bf16;
     auto encoder = rapidqa::TransformerEncoder::load(encoder_options);
     if (!encoder) {
       std::fprintf(stderr, "rapidqa-demo: --model: %s\n", encoder.status().to_string().c_str());

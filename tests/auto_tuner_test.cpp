@@ -168,3 +168,45 @@ TEST_CASE("Over the target with a growing backlog the tuner grows to serve it, n
   REQUIRE(practice.tune_once());
   CHECK(plain.size == 16);
 }
+
+TEST_CASE("A move that makes the next interval worse is undone and not tried again for a while", "[tuner]") {
+  Limits limits;
+  AutoTunerOptions options;
+  options.hysteresis = 1;
+  options.hold_after_revert = 3;
+  LoadSample now = sample(50ms, 100);  // spare capacity: grow
+  AutoTuner tuner(options, [&] { return now; }, limits.control());
+  REQUIRE(tuner.tune_once());
+  CHECK(limits.size == 23);
+  now = sample(90ms, 100);  // p99 up 80%, nothing more served: the grow was worse
+  const auto undo = tuner.tune_once();
+  REQUIRE(undo);
+  CHECK(limits.size == 20);
+  CHECK(limits.delay == 10000us);
+  CHECK(undo->reason.find("reverted") != std::string::npos);
+  // The grow is held off for three intervals even though p99 invites it.
+  now = sample(50ms, 100);
+  CHECK_FALSE(tuner.tune_once());
+  CHECK_FALSE(tuner.tune_once());
+  CHECK(limits.size == 20);
+  REQUIRE(tuner.tune_once());  // the hold is over
+  CHECK(limits.size == 23);
+  // A move followed by more answers served is kept even though p99 rose
+  // (250 ms: between the thresholds, so nothing else moves either).
+  now = sample(250ms, 200);
+  CHECK_FALSE(tuner.tune_once());
+  CHECK(limits.size == 23);
+}
+
+TEST_CASE("Reverting can be switched off", "[tuner]") {
+  Limits limits;
+  AutoTunerOptions options;
+  options.hysteresis = 1;
+  options.revert_worse_moves = false;
+  LoadSample now = sample(50ms, 100);
+  AutoTuner tuner(options, [&] { return now; }, limits.control());
+  REQUIRE(tuner.tune_once());
+  now = sample(250ms, 100);
+  CHECK_FALSE(tuner.tune_once());
+  CHECK(limits.size == 23);
+}

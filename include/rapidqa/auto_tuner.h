@@ -14,7 +14,8 @@
 // grow_when_backlogged the tuner grows instead of shrinking.
 // A move needs `hysteresis` consecutive intervals that agree, every step is
 // bounded (at least one request, at most max_step requests, within
-// [min_batch_size, max_batch_size]), and each move is kept in a history
+// [min_batch_size, max_batch_size]), a move that made the next interval
+// worse is undone (revert_worse_moves), and each move is kept in a history
 // that can be read back.
 //
 // Thread safety: thread-safe. start() runs the loop on an owned thread that
@@ -56,6 +57,14 @@ struct AutoTunerOptions {
   // of the interval's batches were full (a limit no batch reaches buys
   // nothing). 0 = grow regardless.
   double grow_min_full_fraction = 0.5;
+  // A move is judged by the interval after it: when p99 rose by more than
+  // worse_margin and the answers served within the degraded share did not
+  // rise by as much, the move is undone and its direction held off for
+  // hold_after_revert intervals. A tuner must never leave the batcher worse
+  // than it found it.
+  bool revert_worse_moves = true;
+  double worse_margin = 0.2;
+  std::size_t hold_after_revert = 10;
   std::size_t history_limit = 1000;               // moves kept (oldest dropped)
   std::shared_ptr<Clock> clock;                   // time source; null = steady clock
 };

@@ -5,6 +5,7 @@
 #include <condition_variable>
 #include <deque>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include <fmt/format.h>
@@ -22,6 +23,7 @@ AutoTunerOptions sanitized(AutoTunerOptions o) {
   if (!(o.grow_factor > 1)) o.grow_factor = 1.15;
   o.max_queue_delay = std::max(o.min_queue_delay, o.max_queue_delay);
   if (o.interval.count() <= 0) o.interval = std::chrono::milliseconds(1000);
+  if (!(o.worse_margin >= 0 && o.worse_margin <= 10)) o.worse_margin = 0.2;
   return o;
 }
 
@@ -37,6 +39,9 @@ struct AutoTuner::Impl {
   int direction = 0;              // guarded by tune_mu: -1 shrink, +1 grow, 0 hold
   std::size_t last_queue_depth = 0;  // guarded by tune_mu: at the previous decision
   std::size_t agreeing = 0;       // guarded by tune_mu: intervals in a row that wanted `direction`
+  std::optional<TunerMove> judged;  // guarded by tune_mu: the last move, until the interval after it is seen
+  int held_direction = 0;         // guarded by tune_mu: the direction of a reverted move ...
+  std::size_t held_for = 0;       // ... refused for this many more intervals
   mutable std::mutex mu;
   std::condition_variable cv;
   std::deque<TunerMove> history;  // guarded by mu
@@ -106,10 +111,49 @@ void AutoTuner::stop() {
   if (loop.joinable()) loop.join();
 }
 
+namespace {
+
+// Answers served per second outside the degraded path.
+double served_well(const LoadSample& s) { return s.qps * (1.0 - s.degraded_fraction); }
+
+}  // namespace
+
 std::optional<TunerMove> AutoTuner::tune_once() {
   std::lock_guard<std::mutex> decision(impl_->tune_mu);
   const LoadSample sample = impl_->sampler ? impl_->sampler() : LoadSample{};
   const AutoTunerOptions& o = impl_->options;
+  if (impl_->held_for > 0 && --impl_->held_for == 0) impl_->held_direction = 0;
+  // Judge the last move by the interval that followed it.
+  if (impl_->judged && sample.requests > 0) {
+    const TunerMove last = *impl_->judged;
+    impl_->judged.reset();
+    const LoadSample& before = last.observed;
+    const bool slower = static_cast<double>(sample.p99.count()) >
+                        static_cast<double>(before.p99.count()) * (1.0 + o.worse_margin);
+    const bool not_more = served_well(sample) < served_well(before) * (1.0 + o.worse_margin);
+    if (o.revert_worse_moves && slower && not_more && impl_->control.set_limits) {
+      TunerMove undo;
+      undo.at = o.clock->now();
+      undo.observed = sample;
+      undo.old_batch_size = last.new_batch_size;
+      undo.old_queue_delay = last.new_queue_delay;
+      undo.new_batch_size = last.old_batch_size;
+      undo.new_queue_delay = last.old_queue_delay;
+      undo.reason = fmt::format("p99 {}us after the move to {} (was {}us), {:.0f} answers/s (was {:.0f}): worse, reverted",
+                                sample.p99.count(), last.new_batch_size, before.p99.count(), served_well(sample),
+                                served_well(before));
+      impl_->held_direction = last.new_batch_size > last.old_batch_size ? +1 : -1;
+      impl_->held_for = o.hold_after_revert;
+      impl_->direction = 0;
+      impl_->agreeing = 0;
+      impl_->control.set_limits(undo.new_batch_size, undo.new_queue_delay);
+      std::lock_guard<std::mutex> lock(impl_->mu);
+      impl_->history.push_back(undo);
+      while (impl_->history.size() > o.history_limit) impl_->history.pop_front();
+      ++impl_->moves;
+      return undo;
+    }
+  }
   int want = 0;
   std::string why;
   // A backlog: the queue grew, or more than a batch is waiting, or requests
@@ -132,6 +176,7 @@ std::optional<TunerMove> AutoTuner::tune_once() {
       why = fmt::format("p99 {}us < {}us at {:.0f} qps: grow", sample.p99.count(), o.p99_low.count(), sample.qps);
     }
   }
+  if (want != 0 && want == impl_->held_direction) want = 0;  // recently reverted: not again yet
   if (want == 0 || want != impl_->direction) {
     impl_->direction = want;
     impl_->agreeing = want == 0 ? 0 : 1;
@@ -153,6 +198,7 @@ std::optional<TunerMove> AutoTuner::tune_once() {
   impl_->agreeing = 0;  // the next move needs fresh evidence of its own
   if (move.new_batch_size == size && move.new_queue_delay == delay) return std::nullopt;  // at the bound
   impl_->control.set_limits(move.new_batch_size, move.new_queue_delay);
+  impl_->judged = move;
   std::lock_guard<std::mutex> lock(impl_->mu);
   impl_->history.push_back(move);
   while (impl_->history.size() > o.history_limit) impl_->history.pop_front();

@@ -4,9 +4,15 @@
 // Pruner removes heads and neurons per layer) and in kind (the Quantizer
 // swaps INT8 LinearOps in); the forward code does not care.
 //
-// Thread safety: forward() is const, but it uses every intra-op thread:
-// callers serialise model calls (TransformerEncoder and ExtractiveReader
-// hold a mutex around them).
+// The forward pass runs on the runtime's WorkPool (runtime/work_pool.h):
+// it packs the batch's tokens (padding costs nothing), splits each product
+// into column tiles (tiled_matmul.h) and each attention into (sequence,
+// head) tasks, and keeps its activations in per-thread buffers reused
+// across calls.
+//
+// Thread safety: forward() is const and may run from several threads, but
+// each call uses the whole pool: callers serialise model calls
+// (TransformerEncoder and ExtractiveReader hold a mutex around them).
 #pragma once
 
 #include <ATen/Tensor.h>
@@ -63,7 +69,9 @@ struct TransformerModel {
   std::unique_ptr<LinearOp> pooler;   // dense + tanh on [CLS], when the checkpoint has one
   std::unique_ptr<LinearOp> qa_head;  // [2, hidden] start/end logits, for question answering
 
-  // The last hidden state [batch, seq, hidden]. Runs in inference mode.
+  // The last hidden state [batch, seq, hidden]; rows at padding positions
+  // (attention_mask 0) are zero. Runs in inference mode. Throws
+  // std::invalid_argument for token ids or types outside the tables.
   at::Tensor forward(const ModelInputs& inputs) const;
   // Encoder parameters (embeddings and layers, not heads) and their bytes.
   std::int64_t parameter_count() const;
