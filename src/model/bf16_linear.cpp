@@ -74,15 +74,8 @@ void round_to_bf16(const float* x, std::int64_t n, std::uint16_t* out) {
 }
 
 struct Bf16Linear::Impl {
-  ColumnTiles tiles;
-  std::vector<dnnl::matmul> primitives;  // [0] the common tile width, [1] a narrower last tile
-  std::vector<dnnl::memory> weights;     // bf16 per tile, in its primitive's layout
-  at::Tensor rounded_weight;             // [out, in] bf16 (for dense_weight)
-  std::size_t packed_bytes = 0;
-
-  const dnnl::matmul& primitive_for(std::int64_t tile) const {
-    return tiles.size(tile) == tiles.width() ? primitives[0] : primitives[1];
-  }
+  TilePrimitives packed;     // bf16 weights per tile
+  at::Tensor rounded_weight;  // [out, in] bf16 (for dense_weight)
 };
 
 Bf16Linear::Bf16Linear(const at::Tensor& weight_in, const at::Tensor& bias, Activation activation)
@@ -102,43 +95,34 @@ Bf16Linear::Bf16Linear(const at::Tensor& weight_in, const at::Tensor& bias, Acti
   impl_->rounded_weight = at::empty({out_, in_}, at::kBFloat16);
   round_to_bf16(weight.data_ptr<float>(), weight.numel(),
                 reinterpret_cast<std::uint16_t*>(impl_->rounded_weight.data_ptr()));
-  impl_->tiles = ColumnTiles(out_);
   const memory::dim rows = DNNL_RUNTIME_DIM_VAL;
-  std::vector<matmul::primitive_desc> descs;
-  for (const std::int64_t width : {impl_->tiles.width(), impl_->tiles.size(impl_->tiles.count() - 1)}) {
-    if (descs.size() == 1 && width == impl_->tiles.width()) break;
-    const memory::desc src_md({rows, in_}, memory::data_type::bf16, memory::format_tag::ab);
-    const memory::desc weights_any({in_, width}, memory::data_type::bf16, memory::format_tag::any);
-    // Dense destination tiles, copied into place (see Int8Linear).
-    const memory::desc dst_md({rows, width}, memory::data_type::f32, memory::format_tag::ab);
-    const memory::desc bias_md({1, width}, memory::data_type::f32, memory::format_tag::ab);
-    primitive_attr attr;
-    post_ops ops;
-    append_activation(ops, activation);
-    attr.set_post_ops(ops);
-    const matmul::desc desc = bias_.defined() ? matmul::desc(src_md, weights_any, bias_md, dst_md)
-                                              : matmul::desc(src_md, weights_any, dst_md);
-    descs.emplace_back(desc, attr, cpu_engine());
-    impl_->primitives.emplace_back(descs.back());
-  }
-  stream s(cpu_engine());
-  for (std::int64_t tile = 0; tile < impl_->tiles.count(); ++tile) {
-    const std::int64_t n0 = impl_->tiles.begin(tile), width = impl_->tiles.size(tile);
-    const auto& pd = descs[width == impl_->tiles.width() ? 0 : 1];
-    memory user_weights({{in_, width}, memory::data_type::bf16, memory::format_tag::ba}, cpu_engine(),
-                        static_cast<std::uint16_t*>(impl_->rounded_weight.data_ptr()) + n0 * in_);
-    memory packed(pd.weights_desc(), cpu_engine());
-    reorder(user_weights, packed).execute(s, user_weights, packed);
-    impl_->packed_bytes += pd.weights_desc().get_size();
-    impl_->weights.push_back(std::move(packed));
-  }
-  s.wait();
-  if (bias_.defined()) impl_->packed_bytes += static_cast<std::size_t>(out_) * sizeof(float);
+  post_ops ops;
+  append_activation(ops, activation);
+  primitive_attr attr;
+  attr.set_post_ops(ops);
+  impl_->packed.build(
+      out_,
+      [&](std::int64_t width) {
+        const memory::desc src_md({rows, in_}, memory::data_type::bf16, memory::format_tag::ab);
+        const memory::desc weights_any({in_, width}, memory::data_type::bf16, memory::format_tag::any);
+        // Dense destination tiles, copied into place (see Int8Linear).
+        const memory::desc dst_md({rows, width}, memory::data_type::f32, memory::format_tag::ab);
+        const memory::desc bias_md({1, width}, memory::data_type::f32, memory::format_tag::ab);
+        const matmul::desc desc = bias_.defined() ? matmul::desc(src_md, weights_any, bias_md, dst_md)
+                                                  : matmul::desc(src_md, weights_any, dst_md);
+        return matmul::primitive_desc(desc, attr, cpu_engine());
+      },
+      [&](std::int64_t n0, std::int64_t width) {
+        return memory({{in_, width}, memory::data_type::bf16, memory::format_tag::ba}, cpu_engine(),
+                      static_cast<std::uint16_t*>(impl_->rounded_weight.data_ptr()) + n0 * in_);
+      });
 }
 
 Bf16Linear::~Bf16Linear() = default;
 
-std::size_t Bf16Linear::weight_bytes() const { return impl_->packed_bytes; }
+std::size_t Bf16Linear::weight_bytes() const {
+  return impl_->packed.packed_bytes + (bias_.defined() ? static_cast<std::size_t>(out_) * sizeof(float) : 0);
+}
 
 at::Tensor Bf16Linear::dense_weight() const { return impl_->rounded_weight.to(at::kFloat); }
 
@@ -151,14 +135,14 @@ at::Tensor Bf16Linear::forward(const at::Tensor& input) const {
 void Bf16Linear::forward_rows(const float* x, std::int64_t rows, float* y) const {
   using namespace dnnl;
   if (rows == 0) return;
-  const Impl& impl = *impl_;
+  const TilePrimitives& packed = impl_->packed;
   thread_local std::vector<std::uint16_t> rounded;  // per calling thread, reused
   rounded.resize(static_cast<std::size_t>(rows * in_));
   round_to_bf16(x, rows * in_, rounded.data());
   const std::uint16_t* src_data = rounded.data();
   float* bias = bias_.defined() ? bias_.data_ptr<float>() : nullptr;
-  run_tiled(rows, impl.tiles, [&](std::int64_t r0, std::int64_t count, std::int64_t tile) {
-    const std::int64_t n0 = impl.tiles.begin(tile), width = impl.tiles.size(tile);
+  run_tiled(rows, packed.tiles, [&](std::int64_t r0, std::int64_t count, std::int64_t tile) {
+    const std::int64_t n0 = packed.tiles.begin(tile), width = packed.tiles.size(tile);
     const engine& eng = cpu_engine();
     thread_local std::vector<float> tile_out;
     if (tile_out.size() < static_cast<std::size_t>(count * width)) tile_out.resize(static_cast<std::size_t>(count * width));
@@ -166,11 +150,11 @@ void Bf16Linear::forward_rows(const float* x, std::int64_t rows, float* y) const
                const_cast<std::uint16_t*>(src_data + r0 * in_));
     memory dst({{count, width}, memory::data_type::f32, memory::format_tag::ab}, eng, tile_out.data());
     std::unordered_map<int, memory> args{
-        {DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, impl.weights[static_cast<std::size_t>(tile)]}, {DNNL_ARG_DST, dst}};
+        {DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, packed.weights[static_cast<std::size_t>(tile)]}, {DNNL_ARG_DST, dst}};
     if (bias) {
       args.emplace(DNNL_ARG_BIAS, memory({{1, width}, memory::data_type::f32, memory::format_tag::ab}, eng, bias + n0));
     }
-    impl.primitive_for(tile).execute(thread_stream(), args);
+    packed.primitive_for(tile).execute(thread_stream(), args);
     for (std::int64_t r = 0; r < count; ++r) {
       std::copy(tile_out.data() + r * width, tile_out.data() + (r + 1) * width, y + (r0 + r) * out_ + n0);
     }

@@ -149,15 +149,8 @@ void quantize_to_u8(const float* x, std::int64_t count, QuantParams params, std:
 }
 
 struct Int8Linear::Impl {
-  ColumnTiles tiles;
-  std::vector<dnnl::matmul> primitives;  // [0] the common tile width, [1] a narrower last tile
-  std::vector<dnnl::memory> weights;     // s8 per tile, reordered once into its primitive's layout
-  at::Tensor static_output_scales;       // [out]: input scale x channel scale (static only)
-  std::size_t packed_bytes = 0;
-
-  const dnnl::matmul& primitive_for(std::int64_t tile) const {
-    return tiles.size(tile) == tiles.width() ? primitives[0] : primitives[1];
-  }
+  TilePrimitives packed;             // s8 weights per tile
+  at::Tensor static_output_scales;  // [out]: input scale x channel scale (static only)
 };
 
 namespace {
@@ -216,51 +209,43 @@ Int8Linear::Int8Linear(QuantizedWeight weight, const at::Tensor& bias, Activatio
     static_params_ = affine_qparams(input_.range_min, input_.range_max, 0, activation_qmax(input_.reduced_range));
   }
 
-  impl_->tiles = ColumnTiles(out_);
   const memory::dim rows = DNNL_RUNTIME_DIM_VAL;
-  std::vector<matmul::primitive_desc> descs;
-  for (const std::int64_t width : {impl_->tiles.width(), impl_->tiles.size(impl_->tiles.count() - 1)}) {
-    if (descs.size() == 1 && width == impl_->tiles.width()) break;
-    const memory::desc src_md({rows, in_}, memory::data_type::u8, memory::format_tag::ab);
-    const memory::desc weights_any({in_, width}, memory::data_type::s8, memory::format_tag::any);
-    // A dense destination: oneDNN 2.6 has no fast int8 kernel for a strided
-    // one (it falls back to its reference code, 1000x slower), so each task
-    // writes its tile to a scratch block and copies it into place.
-    const memory::desc dst_md({rows, width}, memory::data_type::f32, memory::format_tag::ab);
-    const memory::desc bias_md({1, width}, memory::data_type::f32, memory::format_tag::ab);
-    primitive_attr attr;
-    attr.set_output_scales(1 << 1, {DNNL_RUNTIME_F32_VAL});
-    attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
-    // Post-ops run after the output scales, so the float bias is added to the
-    // real-valued product and the activation sees the finished sum.
-    post_ops ops;
-    if (bias_.defined()) ops.append_binary(algorithm::binary_add, bias_md);
-    append_activation(ops, activation);
-    attr.set_post_ops(ops);
-    descs.emplace_back(matmul::desc(src_md, weights_any, dst_md), attr, cpu_engine());
-    impl_->primitives.emplace_back(descs.back());
-  }
-  stream s(cpu_engine());
-  for (std::int64_t tile = 0; tile < impl_->tiles.count(); ++tile) {
-    const std::int64_t n0 = impl_->tiles.begin(tile), width = impl_->tiles.size(tile);
-    const auto& pd = descs[width == impl_->tiles.width() ? 0 : 1];
-    // Our weights are [out, in] row-major: the tile's rows are [in, width] in layout "ba".
-    memory user_weights({{in_, width}, memory::data_type::s8, memory::format_tag::ba}, cpu_engine(),
-                        static_cast<std::int8_t*>(weight_.values.data_ptr()) + n0 * in_);
-    memory packed(pd.weights_desc(), cpu_engine());
-    reorder(user_weights, packed).execute(s, user_weights, packed);
-    impl_->packed_bytes += pd.weights_desc().get_size();
-    impl_->weights.push_back(std::move(packed));
-  }
-  s.wait();
-  impl_->packed_bytes += static_cast<std::size_t>(out_) * sizeof(float);  // channel scales
-  if (bias_.defined()) impl_->packed_bytes += static_cast<std::size_t>(out_) * sizeof(float);
+  impl_->packed.build(
+      out_,
+      [&](std::int64_t width) {
+        const memory::desc src_md({rows, in_}, memory::data_type::u8, memory::format_tag::ab);
+        const memory::desc weights_any({in_, width}, memory::data_type::s8, memory::format_tag::any);
+        // A dense destination: oneDNN 2.6 has no fast int8 kernel for a strided
+        // one (it falls back to its reference code, 1000x slower), so each task
+        // writes its tile to a scratch block and copies it into place.
+        const memory::desc dst_md({rows, width}, memory::data_type::f32, memory::format_tag::ab);
+        const memory::desc bias_md({1, width}, memory::data_type::f32, memory::format_tag::ab);
+        primitive_attr attr;
+        attr.set_output_scales(1 << 1, {DNNL_RUNTIME_F32_VAL});
+        attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
+        // Post-ops run after the output scales, so the float bias is added to the
+        // real-valued product and the activation sees the finished sum.
+        post_ops ops;
+        if (bias_.defined()) ops.append_binary(algorithm::binary_add, bias_md);
+        append_activation(ops, activation);
+        attr.set_post_ops(ops);
+        return matmul::primitive_desc(matmul::desc(src_md, weights_any, dst_md), attr, cpu_engine());
+      },
+      [&](std::int64_t n0, std::int64_t width) {
+        // Our weights are [out, in] row-major: a tile's rows are [in, width] in layout "ba".
+        return memory({{in_, width}, memory::data_type::s8, memory::format_tag::ba}, cpu_engine(),
+                      static_cast<std::int8_t*>(weight_.values.data_ptr()) + n0 * in_);
+      });
   if (!input_.dynamic) impl_->static_output_scales = weight_.scales * static_params_.scale;
 }
 
 Int8Linear::~Int8Linear() = default;
 
-std::size_t Int8Linear::weight_bytes() const { return impl_->packed_bytes; }
+std::size_t Int8Linear::weight_bytes() const {
+  // Packed weights, channel scales and bias.
+  return impl_->packed.packed_bytes + static_cast<std::size_t>(out_) * sizeof(float) *
+                                          (bias_.defined() ? 2 : 1);
+}
 
 at::Tensor Int8Linear::forward(const at::Tensor& input) const {
   LinearIo io = prepare_linear_io(input, in_, out_);
@@ -271,7 +256,7 @@ at::Tensor Int8Linear::forward(const at::Tensor& input) const {
 void Int8Linear::forward_rows(const float* x, std::int64_t rows, float* y) const {
   using namespace dnnl;
   if (rows == 0) return;
-  const Impl& impl = *impl_;
+  const TilePrimitives& packed = impl_->packed;
   const std::int32_t qmax = activation_qmax(input_.reduced_range);
   // Per calling thread, reused across calls: the quantized input and the
   // output scales of a dynamic layer.
@@ -287,15 +272,15 @@ void Int8Linear::forward_rows(const float* x, std::int64_t rows, float* y) const
     for (std::int64_t n = 0; n < out_; ++n) dynamic_scales[static_cast<std::size_t>(n)] = channel[n] * params.scale;
     output_scales = dynamic_scales.data();
   } else {
-    output_scales = impl.static_output_scales.data_ptr<float>();
+    output_scales = impl_->static_output_scales.data_ptr<float>();
   }
   quantized.resize(static_cast<std::size_t>(rows * in_));
   quantize_to_u8(x, rows * in_, params, qmax, quantized.data());
   const std::uint8_t* q = quantized.data();
   float* bias = bias_.defined() ? bias_.data_ptr<float>() : nullptr;
   const std::int32_t zero_point = params.zero_point;
-  run_tiled(rows, impl.tiles, [&](std::int64_t r0, std::int64_t count, std::int64_t tile) {
-    const std::int64_t n0 = impl.tiles.begin(tile), width = impl.tiles.size(tile);
+  run_tiled(rows, packed.tiles, [&](std::int64_t r0, std::int64_t count, std::int64_t tile) {
+    const std::int64_t n0 = packed.tiles.begin(tile), width = packed.tiles.size(tile);
     const engine& eng = cpu_engine();
     std::int32_t zp = zero_point;
     memory src({{count, in_}, memory::data_type::u8, memory::format_tag::ab}, eng,
@@ -307,7 +292,7 @@ void Int8Linear::forward_rows(const float* x, std::int64_t rows, float* y) const
                   const_cast<float*>(output_scales + n0));
     memory zero_point_memory({{1}, memory::data_type::s32, memory::format_tag::x}, eng, &zp);
     std::unordered_map<int, memory> args{{DNNL_ARG_SRC, src},
-                                         {DNNL_ARG_WEIGHTS, impl.weights[static_cast<std::size_t>(tile)]},
+                                         {DNNL_ARG_WEIGHTS, packed.weights[static_cast<std::size_t>(tile)]},
                                          {DNNL_ARG_DST, dst},
                                          {DNNL_ARG_ATTR_OUTPUT_SCALES, scales},
                                          {DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, zero_point_memory}};
@@ -315,7 +300,7 @@ void Int8Linear::forward_rows(const float* x, std::int64_t rows, float* y) const
       args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1,
                    memory({{1, width}, memory::data_type::f32, memory::format_tag::ab}, eng, bias + n0));
     }
-    impl.primitive_for(tile).execute(thread_stream(), args);
+    packed.primitive_for(tile).execute(thread_stream(), args);
     for (std::int64_t r = 0; r < count; ++r) {
       std::copy(tile_out.data() + r * width, tile_out.data() + (r + 1) * width, y + (r0 + r) * out_ + n0);
     }

@@ -25,17 +25,8 @@ dnnl::engine& cpu_engine() {
 }
 
 struct OneDnnLinear::Impl {
-  ColumnTiles tiles;
-  // One primitive per tile width: [0] the common width, [1] a narrower
-  // last tile when the columns do not divide evenly.
-  std::vector<dnnl::matmul> primitives;
-  std::vector<dnnl::memory> weights;  // per tile, reordered once into its primitive's layout
-  at::Tensor bias_storage;            // [out] or undefined
-  std::size_t weight_bytes = 0;
-
-  const dnnl::matmul& primitive_for(std::int64_t tile) const {
-    return tiles.size(tile) == tiles.width() ? primitives[0] : primitives[1];
-  }
+  TilePrimitives packed;
+  at::Tensor bias_storage;  // [out] or undefined
 };
 
 namespace {
@@ -47,6 +38,27 @@ dnnl::memory::desc strided_rows(dnnl::memory::dim rows, dnnl::memory::dim width,
 }
 
 }  // namespace
+
+void TilePrimitives::build(std::int64_t out,
+                           const std::function<dnnl::matmul::primitive_desc(std::int64_t)>& describe,
+                           const std::function<dnnl::memory(std::int64_t, std::int64_t)>& plain) {
+  tiles = ColumnTiles(out);
+  std::vector<dnnl::matmul::primitive_desc> descs;
+  descs.push_back(describe(tiles.width()));
+  if (tiles.size(tiles.count() - 1) != tiles.width()) descs.push_back(describe(tiles.size(tiles.count() - 1)));
+  for (const auto& pd : descs) primitives.emplace_back(pd);
+  dnnl::stream s(cpu_engine());
+  for (std::int64_t tile = 0; tile < tiles.count(); ++tile) {
+    const std::int64_t width = tiles.size(tile);
+    const auto& pd = descs[width == tiles.width() ? 0 : 1];
+    dnnl::memory user = plain(tiles.begin(tile), width);
+    dnnl::memory packed(pd.weights_desc(), cpu_engine());
+    dnnl::reorder(user, packed).execute(s, user, packed);
+    packed_bytes += pd.weights_desc().get_size();
+    weights.push_back(std::move(packed));
+  }
+  s.wait();
+}
 
 void append_activation(dnnl::post_ops& ops, Activation activation) {
   using dnnl::algorithm;
@@ -71,58 +83,49 @@ OneDnnLinear::OneDnnLinear(const at::Tensor& weight_in, const at::Tensor& bias_i
   if (weight.dim() != 2) throw std::invalid_argument("OneDnnLinear: weight must be 2-D");
   out_ = weight.size(0);
   in_ = weight.size(1);
-  impl_->tiles = ColumnTiles(out_);
   const bool has_bias = bias_in.defined();
   const memory::dim runtime_rows = DNNL_RUNTIME_DIM_VAL;
   post_ops ops;
   append_activation(ops, activation);
   primitive_attr attr;
   attr.set_post_ops(ops);
-  std::vector<matmul::primitive_desc> descs;
-  for (const std::int64_t width : {impl_->tiles.width(), impl_->tiles.size(impl_->tiles.count() - 1)}) {
-    if (descs.size() == 1 && width == impl_->tiles.width()) break;
-    const memory::desc src_md({runtime_rows, in_}, memory::data_type::f32, memory::format_tag::ab);
-    const memory::desc weights_any({in_, width}, memory::data_type::f32, memory::format_tag::any);
-    const memory::desc dst_md = strided_rows(runtime_rows, width, out_, memory::data_type::f32);
-    const memory::desc bias_md({1, width}, memory::data_type::f32, memory::format_tag::ab);
-    const matmul::desc desc = has_bias ? matmul::desc(src_md, weights_any, bias_md, dst_md)
-                                       : matmul::desc(src_md, weights_any, dst_md);
-    descs.emplace_back(desc, attr, cpu_engine());
-    impl_->primitives.emplace_back(descs.back());
-  }
-  stream s(cpu_engine());
-  for (std::int64_t tile = 0; tile < impl_->tiles.count(); ++tile) {
-    const std::int64_t n0 = impl_->tiles.begin(tile), width = impl_->tiles.size(tile);
-    const auto& pd = descs[width == impl_->tiles.width() ? 0 : 1];
-    // Our weights are [out, in] row-major: the tile's rows are [in, width] in layout "ba".
-    memory user_weights({{in_, width}, memory::data_type::f32, memory::format_tag::ba}, cpu_engine(),
-                        weight.data_ptr<float>() + n0 * in_);
-    memory packed(pd.weights_desc(), cpu_engine());
-    reorder(user_weights, packed).execute(s, user_weights, packed);
-    impl_->weight_bytes += pd.weights_desc().get_size();
-    impl_->weights.push_back(std::move(packed));
-  }
-  s.wait();
-  if (has_bias) {
-    impl_->bias_storage = bias_in.to(at::kFloat).contiguous().clone();
-    impl_->weight_bytes += static_cast<std::size_t>(out_) * sizeof(float);
-  }
+  impl_->packed.build(
+      out_,
+      [&](std::int64_t width) {
+        const memory::desc src_md({runtime_rows, in_}, memory::data_type::f32, memory::format_tag::ab);
+        const memory::desc weights_any({in_, width}, memory::data_type::f32, memory::format_tag::any);
+        const memory::desc dst_md = strided_rows(runtime_rows, width, out_, memory::data_type::f32);
+        const memory::desc bias_md({1, width}, memory::data_type::f32, memory::format_tag::ab);
+        const matmul::desc desc = has_bias ? matmul::desc(src_md, weights_any, bias_md, dst_md)
+                                           : matmul::desc(src_md, weights_any, dst_md);
+        return matmul::primitive_desc(desc, attr, cpu_engine());
+      },
+      [&](std::int64_t n0, std::int64_t width) {
+        // Our weights are [out, in] row-major: a tile's rows are [in, width] in layout "ba".
+        return memory({{in_, width}, memory::data_type::f32, memory::format_tag::ba}, cpu_engine(),
+                      weight.data_ptr<float>() + n0 * in_);
+      });
+  if (has_bias) impl_->bias_storage = bias_in.to(at::kFloat).contiguous().clone();
 }
 
 OneDnnLinear::~OneDnnLinear() = default;
 
-std::size_t OneDnnLinear::weight_bytes() const { return impl_->weight_bytes; }
+std::size_t OneDnnLinear::weight_bytes() const {
+  return impl_->packed.packed_bytes +
+         (impl_->bias_storage.defined() ? static_cast<std::size_t>(out_) * sizeof(float) : 0);
+}
 
 at::Tensor OneDnnLinear::dense_weight() const {
   using namespace dnnl;
   at::Tensor weight = at::empty({out_, in_}, at::kFloat);
   stream s(cpu_engine());
-  for (std::int64_t tile = 0; tile < impl_->tiles.count(); ++tile) {
-    const std::int64_t n0 = impl_->tiles.begin(tile), width = impl_->tiles.size(tile);
+  const TilePrimitives& packed = impl_->packed;
+  for (std::int64_t tile = 0; tile < packed.tiles.count(); ++tile) {
+    const std::int64_t n0 = packed.tiles.begin(tile), width = packed.tiles.size(tile);
     memory plain({{in_, width}, memory::data_type::f32, memory::format_tag::ba}, cpu_engine(),
                  weight.data_ptr<float>() + n0 * in_);
-    reorder(impl_->weights[static_cast<std::size_t>(tile)], plain)
-        .execute(s, impl_->weights[static_cast<std::size_t>(tile)], plain);
+    memory tile_weights = packed.weights[static_cast<std::size_t>(tile)];  // a handle: shares the data
+    reorder(tile_weights, plain).execute(s, tile_weights, plain);
   }
   s.wait();
   return weight;
@@ -138,21 +141,21 @@ at::Tensor OneDnnLinear::forward(const at::Tensor& input) const {
 
 void OneDnnLinear::forward_rows(const float* x, std::int64_t rows, float* y) const {
   using namespace dnnl;
-  const Impl& impl = *impl_;
-  float* bias = impl.bias_storage.defined() ? impl.bias_storage.data_ptr<float>() : nullptr;
-  run_tiled(rows, impl.tiles, [&](std::int64_t r0, std::int64_t count, std::int64_t tile) {
-    const std::int64_t n0 = impl.tiles.begin(tile), width = impl.tiles.size(tile);
+  const TilePrimitives& packed = impl_->packed;
+  float* bias = impl_->bias_storage.defined() ? impl_->bias_storage.data_ptr<float>() : nullptr;
+  run_tiled(rows, packed.tiles, [&](std::int64_t r0, std::int64_t count, std::int64_t tile) {
+    const std::int64_t n0 = packed.tiles.begin(tile), width = packed.tiles.size(tile);
     const engine& eng = cpu_engine();
     memory src({{count, in_}, memory::data_type::f32, memory::format_tag::ab}, eng,
                const_cast<float*>(x + r0 * in_));
     memory dst(strided_rows(count, width, out_, memory::data_type::f32), eng, y + r0 * out_ + n0);
     std::unordered_map<int, memory> args{
-        {DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, impl.weights[static_cast<std::size_t>(tile)]}, {DNNL_ARG_DST, dst}};
+        {DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, packed.weights[static_cast<std::size_t>(tile)]}, {DNNL_ARG_DST, dst}};
     if (bias) {
       args.emplace(DNNL_ARG_BIAS,
                    memory({{1, width}, memory::data_type::f32, memory::format_tag::ab}, eng, bias + n0));
     }
-    impl.primitive_for(tile).execute(thread_stream(), args);
+    packed.primitive_for(tile).execute(thread_stream(), args);
   });
 }
 

@@ -16,9 +16,13 @@
 #include <ATen/Tensor.h>
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include <cstdint>
+#include <functional>
 #include <memory>
+#include <vector>
 
 #include "model/linear_op.h"
+#include "model/tiled_matmul.h"
 
 namespace rapidqa::model {
 
@@ -52,6 +56,24 @@ dnnl::engine& cpu_engine();
 dnnl::stream& thread_stream();
 // The activation as a oneDNN eltwise post-op appended to ops (none: nothing).
 void append_activation(dnnl::post_ops& ops, Activation activation);
+
+// One layer's column tiles as oneDNN runs them (FP32, BF16 and INT8 alike):
+// a primitive per tile width and each tile's weights reordered once into
+// its primitive's layout.
+struct TilePrimitives {
+  ColumnTiles tiles;
+  std::vector<dnnl::matmul> primitives;  // [0] the common width, [1] a narrower last tile
+  std::vector<dnnl::memory> weights;     // per tile
+  std::size_t packed_bytes = 0;          // the packed weights'
+
+  // describe(width): the primitive for a tile that wide; plain(n0, width):
+  // that tile's weights as they are ([in, width] in layout "ba").
+  void build(std::int64_t out, const std::function<dnnl::matmul::primitive_desc(std::int64_t)>& describe,
+             const std::function<dnnl::memory(std::int64_t, std::int64_t)>& plain);
+  const dnnl::matmul& primitive_for(std::int64_t tile) const {
+    return tiles.size(tile) == tiles.width() ? primitives[0] : primitives[1];
+  }
+};
 
 enum class Fp32Backend { kAuto, kOpenBlas, kOneDnn };
 
