@@ -16,7 +16,6 @@
 namespace rapidqa::model {
 namespace {
 
-
 // Round to nearest even on the bit pattern; written so the compiler
 // vectorises it at the width of the function it is inlined into.
 __attribute__((always_inline)) inline void round_lanes(const float* x, std::int64_t n, std::uint16_t* out) {
@@ -63,14 +62,7 @@ void round_to_bf16(const float* x, std::int64_t n, std::uint16_t* out) {
       round_lanes(x + begin, end - begin, out + begin);
     }
   };
-  if (n < kParallelRoundGrain) {
-    run(0, n);
-    return;
-  }
-  runtime::parallel_tasks((n + kParallelRoundGrain - 1) / kParallelRoundGrain, [&](std::int64_t c) {
-    const std::int64_t begin = c * kParallelRoundGrain;
-    run(begin, std::min(n, begin + kParallelRoundGrain));
-  });
+  runtime::parallel_ranges(n, kParallelRoundGrain, run);
 }
 
 struct Bf16Linear::Impl {
@@ -105,7 +97,7 @@ Bf16Linear::Bf16Linear(const at::Tensor& weight_in, const at::Tensor& bias, Acti
       [&](std::int64_t width) {
         const memory::desc src_md({rows, in_}, memory::data_type::bf16, memory::format_tag::ab);
         const memory::desc weights_any({in_, width}, memory::data_type::bf16, memory::format_tag::any);
-        // Dense destination tiles, copied into place (see Int8Linear).
+        // A dense destination (TilePrimitives::execute_dense).
         const memory::desc dst_md({rows, width}, memory::data_type::f32, memory::format_tag::ab);
         const memory::desc bias_md({1, width}, memory::data_type::f32, memory::format_tag::ab);
         const matmul::desc desc = bias_.defined() ? matmul::desc(src_md, weights_any, bias_md, dst_md)
@@ -144,20 +136,14 @@ void Bf16Linear::forward_rows(const float* x, std::int64_t rows, float* y) const
   run_tiled(rows, packed.tiles, [&](std::int64_t r0, std::int64_t count, std::int64_t tile) {
     const std::int64_t n0 = packed.tiles.begin(tile), width = packed.tiles.size(tile);
     const engine& eng = cpu_engine();
-    thread_local std::vector<float> tile_out;
-    if (tile_out.size() < static_cast<std::size_t>(count * width)) tile_out.resize(static_cast<std::size_t>(count * width));
     memory src({{count, in_}, memory::data_type::bf16, memory::format_tag::ab}, eng,
                const_cast<std::uint16_t*>(src_data + r0 * in_));
-    memory dst({{count, width}, memory::data_type::f32, memory::format_tag::ab}, eng, tile_out.data());
-    std::unordered_map<int, memory> args{
-        {DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, packed.weights[static_cast<std::size_t>(tile)]}, {DNNL_ARG_DST, dst}};
+    std::unordered_map<int, memory> args{{DNNL_ARG_SRC, src},
+                                         {DNNL_ARG_WEIGHTS, packed.weights[static_cast<std::size_t>(tile)]}};
     if (bias) {
       args.emplace(DNNL_ARG_BIAS, memory({{1, width}, memory::data_type::f32, memory::format_tag::ab}, eng, bias + n0));
     }
-    packed.primitive_for(tile).execute(thread_stream(), args);
-    for (std::int64_t r = 0; r < count; ++r) {
-      std::copy(tile_out.data() + r * width, tile_out.data() + (r + 1) * width, y + (r0 + r) * out_ + n0);
-    }
+    packed.execute_dense(tile, r0, count, args, y, out_);
   });
 }
 

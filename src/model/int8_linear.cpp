@@ -19,7 +19,6 @@
 namespace rapidqa::model {
 namespace {
 
-
 // Below this many elements a single thread quantizes faster than waking
 // the pool.
 constexpr std::int64_t kParallelQuantizeGrain = 1 << 15;
@@ -138,14 +137,7 @@ void quantize_to_u8(const float* x, std::int64_t count, QuantParams params, std:
       quantize_scalar(x + begin, end - begin, inverse, zp, hi, out + begin);
     }
   };
-  if (count < kParallelQuantizeGrain) {
-    run(0, count);
-  } else {
-    runtime::parallel_tasks((count + kParallelQuantizeGrain - 1) / kParallelQuantizeGrain, [&](std::int64_t chunk) {
-      const std::int64_t begin = chunk * kParallelQuantizeGrain;
-      run(begin, std::min(count, begin + kParallelQuantizeGrain));
-    });
-  }
+  runtime::parallel_ranges(count, kParallelQuantizeGrain, run);
 }
 
 struct Int8Linear::Impl {
@@ -157,17 +149,11 @@ namespace {
 
 // The range of x over the pool for large inputs.
 std::pair<float, float> input_range(const float* x, std::int64_t count) {
-  if (count < kParallelQuantizeGrain) {
-    float lo = 0, hi = 0;
-    kernels::min_max(x, count, &lo, &hi);
-    return {lo, hi};
-  }
-  const std::int64_t chunks = (count + kParallelQuantizeGrain - 1) / kParallelQuantizeGrain;
-  std::vector<float> lows(static_cast<std::size_t>(chunks)), highs(static_cast<std::size_t>(chunks));
-  runtime::parallel_tasks(chunks, [&](std::int64_t c) {
-    const std::int64_t begin = c * kParallelQuantizeGrain;
-    kernels::min_max(x + begin, std::min(count, begin + kParallelQuantizeGrain) - begin,
-                     &lows[static_cast<std::size_t>(c)], &highs[static_cast<std::size_t>(c)]);
+  const auto chunks = static_cast<std::size_t>((count + kParallelQuantizeGrain - 1) / kParallelQuantizeGrain);
+  std::vector<float> lows(chunks), highs(chunks);
+  runtime::parallel_ranges(count, kParallelQuantizeGrain, [&](std::int64_t begin, std::int64_t end) {
+    const auto c = static_cast<std::size_t>(begin / kParallelQuantizeGrain);
+    kernels::min_max(x + begin, end - begin, &lows[c], &highs[c]);
   });
   return {*std::min_element(lows.begin(), lows.end()), *std::max_element(highs.begin(), highs.end())};
 }
@@ -215,9 +201,7 @@ Int8Linear::Int8Linear(QuantizedWeight weight, const at::Tensor& bias, Activatio
       [&](std::int64_t width) {
         const memory::desc src_md({rows, in_}, memory::data_type::u8, memory::format_tag::ab);
         const memory::desc weights_any({in_, width}, memory::data_type::s8, memory::format_tag::any);
-        // A dense destination: oneDNN 2.6 has no fast int8 kernel for a strided
-        // one (it falls back to its reference code, 1000x slower), so each task
-        // writes its tile to a scratch block and copies it into place.
+        // A dense destination (TilePrimitives::execute_dense).
         const memory::desc dst_md({rows, width}, memory::data_type::f32, memory::format_tag::ab);
         const memory::desc bias_md({1, width}, memory::data_type::f32, memory::format_tag::ab);
         primitive_attr attr;
@@ -285,25 +269,18 @@ void Int8Linear::forward_rows(const float* x, std::int64_t rows, float* y) const
     std::int32_t zp = zero_point;
     memory src({{count, in_}, memory::data_type::u8, memory::format_tag::ab}, eng,
                const_cast<std::uint8_t*>(q + r0 * in_));
-    thread_local std::vector<float> tile_out;
-    if (tile_out.size() < static_cast<std::size_t>(count * width)) tile_out.resize(static_cast<std::size_t>(count * width));
-    memory dst({{count, width}, memory::data_type::f32, memory::format_tag::ab}, eng, tile_out.data());
     memory scales({{width}, memory::data_type::f32, memory::format_tag::x}, eng,
                   const_cast<float*>(output_scales + n0));
     memory zero_point_memory({{1}, memory::data_type::s32, memory::format_tag::x}, eng, &zp);
     std::unordered_map<int, memory> args{{DNNL_ARG_SRC, src},
                                          {DNNL_ARG_WEIGHTS, packed.weights[static_cast<std::size_t>(tile)]},
-                                         {DNNL_ARG_DST, dst},
                                          {DNNL_ARG_ATTR_OUTPUT_SCALES, scales},
                                          {DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, zero_point_memory}};
     if (bias) {
       args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1,
                    memory({{1, width}, memory::data_type::f32, memory::format_tag::ab}, eng, bias + n0));
     }
-    packed.primitive_for(tile).execute(thread_stream(), args);
-    for (std::int64_t r = 0; r < count; ++r) {
-      std::copy(tile_out.data() + r * width, tile_out.data() + (r + 1) * width, y + (r0 + r) * out_ + n0);
-    }
+    packed.execute_dense(tile, r0, count, args, y, out_);
   });
 }
 

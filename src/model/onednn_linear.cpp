@@ -15,9 +15,6 @@
 #include "model/tiled_matmul.h"
 
 namespace rapidqa::model {
-namespace {
-
-}  // namespace
 
 dnnl::engine& cpu_engine() {
   static dnnl::engine engine(dnnl::engine::kind::cpu, 0);
@@ -58,6 +55,19 @@ void TilePrimitives::build(std::int64_t out,
     weights.push_back(std::move(packed));
   }
   s.wait();
+}
+
+void TilePrimitives::execute_dense(std::int64_t tile, std::int64_t r0, std::int64_t count,
+                                   std::unordered_map<int, dnnl::memory>& args, float* y, std::int64_t stride) const {
+  const std::int64_t n0 = tiles.begin(tile), width = tiles.size(tile);
+  thread_local std::vector<float> block;
+  if (block.size() < static_cast<std::size_t>(count * width)) block.resize(static_cast<std::size_t>(count * width));
+  args[DNNL_ARG_DST] = dnnl::memory({{count, width}, dnnl::memory::data_type::f32, dnnl::memory::format_tag::ab},
+                                    cpu_engine(), block.data());
+  primitive_for(tile).execute(thread_stream(), args);
+  for (std::int64_t r = 0; r < count; ++r) {
+    std::copy(block.data() + r * width, block.data() + (r + 1) * width, y + (r0 + r) * stride + n0);
+  }
 }
 
 void append_activation(dnnl::post_ops& ops, Activation activation) {

@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <unordered_map>
 #include <vector>
 
 #include "model/linear_op.h"
@@ -73,6 +74,13 @@ struct TilePrimitives {
   const dnnl::matmul& primitive_for(std::int64_t tile) const {
     return tiles.size(tile) == tiles.width() ? primitives[0] : primitives[1];
   }
+  // Runs `tile`'s primitive with args (all but the destination) into a
+  // per-thread dense block of count rows, then copies it into place in y
+  // (rows of `stride` floats, the tile's columns, from row r0): oneDNN 2.6
+  // has fast int8 and bf16 kernels only for a dense destination (a strided
+  // one falls back to its reference code, 1000x slower).
+  void execute_dense(std::int64_t tile, std::int64_t r0, std::int64_t count,
+                     std::unordered_map<int, dnnl::memory>& args, float* y, std::int64_t stride) const;
 };
 
 enum class Fp32Backend { kAuto, kOpenBlas, kOneDnn };

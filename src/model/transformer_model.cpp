@@ -322,14 +322,6 @@ PackedBatch pack(const at::Tensor& mask, std::int64_t batch, std::int64_t seq) {
   return p;
 }
 
-// Runs fn(first_row, row_count) over blocks of rows on the compute pool.
-void for_row_blocks(std::int64_t rows, std::int64_t block, const std::function<void(std::int64_t, std::int64_t)>& fn) {
-  runtime::parallel_tasks((rows + block - 1) / block, [&](std::int64_t i) {
-    const std::int64_t first = i * block;
-    fn(first, std::min(block, rows - first));
-  });
-}
-
 constexpr std::int64_t kNormRowsPerTask = 32;
 
 void layer_norm_rows(float* x, const float* residual, const LayerNormWeights& ln, std::int64_t rows,
@@ -337,9 +329,9 @@ void layer_norm_rows(float* x, const float* residual, const LayerNormWeights& ln
   const float* gamma = ln.weight.data_ptr<float>();
   const float* beta = ln.bias.data_ptr<float>();
   const auto eps = static_cast<float>(ln.eps);
-  for_row_blocks(rows, kNormRowsPerTask, [&](std::int64_t first, std::int64_t count) {
+  runtime::parallel_ranges(rows, kNormRowsPerTask, [&](std::int64_t first, std::int64_t end) {
     kernels::residual_layer_norm(x + first * width, residual ? residual + first * width : nullptr, gamma, beta, eps,
-                                 count, width);
+                                 end - first, width);
   });
 }
 
@@ -386,8 +378,8 @@ at::Tensor TransformerModel::forward(const ModelInputs& inputs) const {
   // Embeddings: word + position + token type, then LayerNorm, per token.
   const std::int64_t* id = ids.data_ptr<std::int64_t>();
   const std::int64_t* type = types.defined() ? types.data_ptr<std::int64_t>() : nullptr;
-  for_row_blocks(tokens, kNormRowsPerTask, [&](std::int64_t first, std::int64_t count) {
-    for (std::int64_t t = first; t < first + count; ++t) {
+  runtime::parallel_ranges(tokens, kNormRowsPerTask, [&](std::int64_t first, std::int64_t end) {
+    for (std::int64_t t = first; t < end; ++t) {
       const std::int64_t row = packed.source_row[static_cast<std::size_t>(t)];
       float* out = x + t * h;
       std::fill(out, out + h, 0.0f);
@@ -397,7 +389,7 @@ at::Tensor TransformerModel::forward(const ModelInputs& inputs) const {
     }
     kernels::residual_layer_norm(x + first * h, nullptr, embedding_norm.weight.data_ptr<float>(),
                                  embedding_norm.bias.data_ptr<float>(), static_cast<float>(embedding_norm.eps),
-                                 count, h);
+                                 end - first, h);
   });
 
   for (const TransformerLayer& layer : layers) {
@@ -432,12 +424,8 @@ at::Tensor TransformerModel::forward(const ModelInputs& inputs) const {
   // Back to the padded shape; padding positions are zero.
   at::Tensor hidden = tokens == batch * seq ? at::empty({batch, seq, h}, at::kFloat) : at::zeros({batch, seq, h}, at::kFloat);
   float* dst = hidden.data_ptr<float>();
-  if (tokens == batch * seq) {
-    std::copy(x, x + tokens * h, dst);
-  } else {
-    for (std::int64_t t = 0; t < tokens; ++t) {
-      std::copy(x + t * h, x + (t + 1) * h, dst + packed.source_row[static_cast<std::size_t>(t)] * h);
-    }
+  for (std::int64_t t = 0; t < tokens; ++t) {
+    std::copy(x + t * h, x + (t + 1) * h, dst + packed.source_row[static_cast<std::size_t>(t)] * h);
   }
   return hidden;
 }

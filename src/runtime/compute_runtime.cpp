@@ -31,7 +31,6 @@ namespace rapidqa {
 namespace {
 constexpr int kThreadsPerCore = 4;
 constexpr int kMinThreadLimit = 4;
-std::atomic<int> g_intra_op{0};
 std::atomic<int> g_search{1};
 }  // namespace
 
@@ -91,7 +90,6 @@ Status configure_compute_threads(const ComputeThreads& threads) {
     // FAISS's OpenMP team size is chosen per search call (see
     // index::ScopedSearchThreads), never set process-wide here: LibTorch's
     // OpenMP pool shares the same runtime.
-    g_intra_op.store(intra);
     g_search.store(search);
     return Status::ok();
   });

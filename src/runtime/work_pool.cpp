@@ -56,15 +56,15 @@ class SingleThreadedOpenMp {
   int previous_;
 };
 
+// Spins until done() or the budget is spent; returns done().
 template <typename Predicate>
-void spin_until(Predicate done, std::chrono::microseconds before_yield) {
+bool spin_for(Predicate done, std::chrono::microseconds budget) {
   const auto start = std::chrono::steady_clock::now();
   for (unsigned i = 1;; ++i) {
-    if (done()) return;
+    if (done()) return true;
     _mm_pause();
-    if (i % 64 == 0 && std::chrono::steady_clock::now() - start > before_yield) break;
+    if (i % 64 == 0 && std::chrono::steady_clock::now() - start > budget) return done();
   }
-  while (!done()) sched_yield();
 }
 
 }  // namespace
@@ -108,15 +108,10 @@ struct WorkPool::Shared {
     // before this thread got going is then still seen as new.
     std::uint64_t seen = 0;
     for (;;) {
-      std::uint64_t s = state.load(std::memory_order_acquire);
-      if (generation_of(s) == seen) {
-        const auto start = std::chrono::steady_clock::now();
-        for (unsigned i = 1; generation_of(s = state.load(std::memory_order_acquire)) == seen; ++i) {
-          _mm_pause();
-          if (i % 64 == 0 && std::chrono::steady_clock::now() - start > kSpinBeforeSleep) break;
-        }
-      }
-      if (generation_of(s) == seen) {
+      std::uint64_t s = 0;
+      const bool called = spin_for(
+          [&] { return generation_of(s = state.load(std::memory_order_acquire)) != seen; }, kSpinBeforeSleep);
+      if (!called) {
         std::unique_lock<std::mutex> lock(sleep_mu);
         sleeping.fetch_add(1);
         wake.wait(lock, [&] { return stop || generation_of(state.load()) != seen; });
@@ -181,7 +176,10 @@ void WorkPool::run(std::int64_t count, const std::function<void(std::int64_t)>& 
   t_inside_task = true;
   s.work_on(generation);
   t_inside_task = false;
-  spin_until([&] { return s.done.load(std::memory_order_acquire) == count; }, kSpinBeforeYield);
+  const auto all_done = [&] { return s.done.load(std::memory_order_acquire) == count; };
+  if (!spin_for(all_done, kSpinBeforeYield)) {
+    while (!all_done()) sched_yield();
+  }
 }
 
 namespace {
@@ -208,6 +206,19 @@ void resize_compute_pool(int threads) {
 
 void parallel_tasks(std::int64_t count, const std::function<void(std::int64_t)>& task) {
   compute_pool()->run(count, task);
+}
+
+void parallel_ranges(std::int64_t count, std::int64_t grain,
+                     const std::function<void(std::int64_t, std::int64_t)>& fn) {
+  if (count <= 0) return;
+  if (count <= grain) {
+    fn(0, count);
+    return;
+  }
+  parallel_tasks((count + grain - 1) / grain, [&](std::int64_t i) {
+    const std::int64_t begin = i * grain;
+    fn(begin, std::min(count, begin + grain));
+  });
 }
 
 }  // namespace rapidqa::runtime

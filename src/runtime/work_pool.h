@@ -52,4 +52,10 @@ void resize_compute_pool(int threads);
 // Shorthand: compute_pool()->run(count, task).
 void parallel_tasks(std::int64_t count, const std::function<void(std::int64_t)>& task);
 
+// Runs fn(begin, end) over [0, count) cut into ranges of `grain` (the last
+// shorter) on the compute pool; a count within one grain runs on the
+// calling thread.
+void parallel_ranges(std::int64_t count, std::int64_t grain,
+                     const std::function<void(std::int64_t, std::int64_t)>& fn);
+
 }  // namespace rapidqa::runtime
