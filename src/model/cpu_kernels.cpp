@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "model/vector_math.h"
+
 namespace rapidqa::model::kernels {
 namespace {
 
@@ -35,37 +37,8 @@ Isa isa() {
   return value;
 }
 
-// exp(x) for x <= 0 (softmax after subtracting the row maximum): 2^n * p(r)
-// with n = round(x / ln 2), r = x - n ln 2 (split in two for precision) and
-// p the degree-6 Taylor polynomial, within 2 ulp over the range; inputs
-// below -87 flush to 0 as expf's result would underflow there anyway.
-constexpr float kLog2e = 1.44269504088896341f;
-constexpr float kLn2Hi = 0.693359375f;
-constexpr float kLn2Lo = -2.12194440e-4f;
-constexpr float kExpMin = -87.0f;
-constexpr float kC[] = {1.0f / 720, 1.0f / 120, 1.0f / 24, 1.0f / 6, 0.5f, 1.0f, 1.0f};
-
-__attribute__((target("avx512f"))) inline __m512 exp512(__m512 x) {
-  x = _mm512_max_ps(x, _mm512_set1_ps(kExpMin));
-  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(kLog2e)), _MM_FROUND_TO_NEAREST_INT);
-  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(kLn2Hi), x);
-  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(kLn2Lo), r);
-  __m512 p = _mm512_set1_ps(kC[0]);
-  for (int i = 1; i < 7; ++i) p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kC[i]));
-  return _mm512_scalef_ps(p, n);
-}
-
-__attribute__((target("avx2,fma"))) inline __m256 exp256(__m256 x) {
-  x = _mm256_max_ps(x, _mm256_set1_ps(kExpMin));
-  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(kLog2e)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(kLn2Hi), x);
-  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(kLn2Lo), r);
-  __m256 p = _mm256_set1_ps(kC[0]);
-  for (int i = 1; i < 7; ++i) p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(kC[i]));
-  // 2^n through the exponent field; n >= -126 after the clamp.
-  const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-  return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
-}
+using vmath::exp256;
+using vmath::exp512;
 
 __attribute__((target("avx512f"))) void softmax_row_avx512(float* x, std::int64_t n) {
   __m512 vmax = _mm512_set1_ps(-INFINITY);

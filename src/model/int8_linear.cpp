@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "model/cpu_kernels.h"
+#include "model/int8_gemm.h"
 #include "model/onednn_linear.h"
 #include "model/tiled_matmul.h"
 #include "runtime/work_pool.h"
@@ -141,8 +142,13 @@ void quantize_to_u8(const float* x, std::int64_t count, QuantParams params, std:
 }
 
 struct Int8Linear::Impl {
-  TilePrimitives packed;             // s8 weights per tile
-  at::Tensor static_output_scales;  // [out]: input scale x channel scale (static only)
+  // With AVX-512 VNNI, the own kernel (int8_gemm.h) over column tiles;
+  // elsewhere oneDNN, one primitive per tile.
+  bool own_kernel = false;
+  PackedInt8Matrix vnni;
+  ColumnTiles vnni_tiles;
+  TilePrimitives packed;             // s8 weights per tile (oneDNN)
+  at::Tensor static_output_scales;  // [out]: input scale x channel scale (static, oneDNN)
 };
 
 namespace {
@@ -195,6 +201,12 @@ Int8Linear::Int8Linear(QuantizedWeight weight, const at::Tensor& bias, Activatio
     static_params_ = affine_qparams(input_.range_min, input_.range_max, 0, activation_qmax(input_.reduced_range));
   }
 
+  if (vnni_gemm_available()) {
+    impl_->own_kernel = true;
+    impl_->vnni = PackedInt8Matrix(static_cast<const std::int8_t*>(weight_.values.data_ptr()), out_, in_);
+    impl_->vnni_tiles = ColumnTiles(out_);
+    return;
+  }
   const memory::dim rows = DNNL_RUNTIME_DIM_VAL;
   impl_->packed.build(
       out_,
@@ -227,7 +239,8 @@ Int8Linear::~Int8Linear() = default;
 
 std::size_t Int8Linear::weight_bytes() const {
   // Packed weights, channel scales and bias.
-  return impl_->packed.packed_bytes + static_cast<std::size_t>(out_) * sizeof(float) *
+  const std::size_t packed = impl_->own_kernel ? impl_->vnni.bytes() : impl_->packed.packed_bytes;
+  return packed + static_cast<std::size_t>(out_) * sizeof(float) *
                                           (bias_.defined() ? 2 : 1);
 }
 
@@ -240,6 +253,10 @@ at::Tensor Int8Linear::forward(const at::Tensor& input) const {
 void Int8Linear::forward_rows(const float* x, std::int64_t rows, float* y) const {
   using namespace dnnl;
   if (rows == 0) return;
+  if (impl_->own_kernel) {
+    forward_rows_vnni(x, rows, y);
+    return;
+  }
   const TilePrimitives& packed = impl_->packed;
   const std::int32_t qmax = activation_qmax(input_.reduced_range);
   // Per calling thread, reused across calls: the quantized input and the
@@ -281,6 +298,37 @@ void Int8Linear::forward_rows(const float* x, std::int64_t rows, float* y) const
                    memory({{1, width}, memory::data_type::f32, memory::format_tag::ab}, eng, bias + n0));
     }
     packed.execute_dense(tile, r0, count, args, y, out_);
+  });
+}
+
+void Int8Linear::forward_rows_vnni(const float* x, std::int64_t rows, float* y) const {
+  const PackedInt8Matrix& packed = impl_->vnni;
+  const std::int32_t qmax = activation_qmax(input_.reduced_range);
+  QuantParams params = static_params_;
+  if (input_.dynamic) {
+    const auto [lo, hi] = input_range(x, rows * in_);
+    params = affine_qparams(lo, hi, 0, qmax);
+  }
+  // Rows padded to whole groups of 4 inputs; the padding meets zero weights.
+  thread_local std::vector<std::uint8_t> quantized;
+  const std::int64_t lda = packed.padded_inputs();
+  quantized.resize(static_cast<std::size_t>(rows * lda));
+  if (lda == in_) {
+    quantize_to_u8(x, rows * in_, params, qmax, quantized.data());
+  } else {
+    for (std::int64_t r = 0; r < rows; ++r) quantize_to_u8(x + r * in_, in_, params, qmax, quantized.data() + r * lda);
+  }
+  Int8Epilogue epilogue;
+  epilogue.input_scale = params.scale;
+  epilogue.zero_point = params.zero_point;
+  epilogue.channel_scales = weight_.scales.data_ptr<float>();
+  epilogue.bias = bias_.defined() ? bias_.data_ptr<float>() : nullptr;
+  epilogue.activation = activation_;
+  const std::uint8_t* q = quantized.data();
+  const ColumnTiles& tiles = impl_->vnni_tiles;
+  run_tiled(rows, tiles, [&](std::int64_t r0, std::int64_t count, std::int64_t tile) {
+    int8_gemm_columns(q + r0 * lda, lda, count, packed, tiles.begin(tile), tiles.size(tile), epilogue, y + r0 * out_,
+                      out_);
   });
 }
 

@@ -1,10 +1,11 @@
 // Int8Linear: a linear layer with INT8 weights (per output channel,
-// symmetric) and u8 activations (per tensor, with a zero point) through
-// oneDNN's matmul, one single-threaded primitive per column tile on the
-// WorkPool (tiled_matmul.h). Each tile's weights are reordered once into
-// oneDNN's blocked layout; the input's and each channel's scales are applied as output
-// scales, the zero point by oneDNN's own exact s32 compensation, and the
-// bias and activation are fused as post-ops, so one primitive call turns
+// symmetric) and u8 activations (per tensor, with a zero point), over
+// column tiles on the WorkPool (tiled_matmul.h). On CPUs with AVX-512 VNNI
+// each tile runs the runtime's own kernel (int8_gemm.h); elsewhere a
+// single-threaded oneDNN matmul per tile, its weights reordered once into
+// oneDNN's blocked layout, the input's and each channel's scales applied
+// as output scales, the zero point by oneDNN's exact s32 compensation and
+// the bias and activation fused as post-ops. Either way one call turns
 // u8 x s8 into the layer's float output.
 //
 // Activations are quantized either per call from the batch's own range
@@ -96,6 +97,8 @@ class Int8Linear final : public LinearOp {
   QuantParams static_input_params() const { return static_params_; }
 
  private:
+  void forward_rows_vnni(const float* x, std::int64_t rows, float* y) const;
+
   struct Impl;
   std::unique_ptr<Impl> impl_;
   QuantizedWeight weight_;
