@@ -19,6 +19,8 @@
 
 #include "bench_models.h"
 #include "model/bf16_linear.h"
+#include "model/onednn_linear.h"
+#include "model/packed_linear.h"
 #include "model/linear_op.h"
 #include "model/transformer_model.h"
 #include "rapidqa/knowledge_file.h"
@@ -215,6 +217,22 @@ void BM_LinearBackend(benchmark::State& state) {
     }
     openblas_set_num_threads(1);
     state.SetLabel("OpenBLAS threading");
+  } else if (backend == 3 || backend == 4) {
+    // The runtime's own layers: oneDNN tiles or the packed AVX-512 kernel,
+    // both over the WorkPool.
+    std::unique_ptr<rapidqa::model::LinearOp> linear;
+    if (backend == 3) {
+      linear = std::make_unique<rapidqa::model::OneDnnLinear>(w, bias, rapidqa::model::Activation::kNone);
+    } else if (rapidqa::model::packed_linear_available()) {
+      linear = std::make_unique<rapidqa::model::PackedLinear>(w, bias);
+    } else {
+      state.SkipWithError("no AVX-512 on this CPU");
+      return;
+    }
+    at::Tensor out;
+    for (auto _ : state) benchmark::DoNotOptimize(out = linear->forward(x));
+    if (!at::allclose(out, at::addmm(bias, x, w.t()), 1e-3, 1e-3)) state.SkipWithError("result differs from the reference");
+    state.SetLabel(backend == 3 ? "rapidqa oneDNN tiles" : "rapidqa packed AVX-512");
   } else {
     using namespace dnnl;
     // oneDNN's own OpenMP threading over both cores: the runtime keeps
@@ -253,12 +271,43 @@ void BM_LinearBackend(benchmark::State& state) {
 }
 void BM_SgemmPeak(benchmark::State& state) { BM_LinearBackend(state); }
 
-BENCHMARK(BM_SgemmPeak)->ArgNames({"rows", "backend"})->ArgsProduct({{1024, 2048}, {0, 1, 2}})->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_SgemmPeak)->ArgNames({"rows", "backend"})->ArgsProduct({{1024, 2048}, {0, 1, 2, 3, 4}})->Unit(benchmark::kMillisecond)->UseRealTime();
 
 BENCHMARK(BM_LinearBackend)
     ->ArgNames({"rows", "backend"})
-    ->ArgsProduct({{1, 8, 32, 128, 512, 1024}, {0, 1, 2}})
+    ->ArgsProduct({{1, 8, 32, 128, 512, 1024}, {0, 1, 2, 3, 4}})
     ->Unit(benchmark::kMicrosecond)
     ->UseRealTime();
 
 }  // namespace
+
+namespace {
+
+// The FP32 product kernel alone (src/model/packed_linear.*), on one
+// thread, in GFLOP/s: compare with BM_SgemmPeak's oneDNN figure (per
+// thread) in the same run. Skipped without AVX-512.
+void BM_Fp32Gemm(benchmark::State& state) {
+  const std::int64_t rows = state.range(0), k = state.range(1), n = state.range(2);
+  if (!rapidqa::model::packed_linear_available()) {
+    state.SkipWithError("no AVX-512 on this CPU");
+    return;
+  }
+  at::manual_seed(3);
+  const at::Tensor x = at::randn({rows, k}), w = at::randn({n, k}), bias = at::randn({n});
+  const rapidqa::model::PackedFloatMatrix packed(w.data_ptr<float>(), n, k);
+  at::Tensor y = at::empty({rows, n});
+  for (auto _ : state) {
+    rapidqa::model::fp32_gemm_columns(x.data_ptr<float>(), k, rows, packed, 0, n, bias.data_ptr<float>(),
+                                      rapidqa::model::Activation::kNone, y.data_ptr<float>(), n);
+    benchmark::ClobberMemory();
+  }
+  state.counters["GFLOPs"] = benchmark::Counter(2.0 * static_cast<double>(rows * k * n),
+                                                benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
+}
+
+}  // namespace
+
+BENCHMARK(BM_Fp32Gemm)
+    ->ArgNames({"rows", "k", "n"})
+    ->Args({32, 768, 768})->Args({192, 768, 768})->Args({32, 768, 3072})->Args({64, 3072, 768})
+    ->Unit(benchmark::kMicrosecond)->UseRealTime();

@@ -46,27 +46,6 @@ struct BlockArgs {
   std::int64_t columns;    // valid columns in the block, (P - 1) * 16 < columns <= P * 16
 };
 
-__attribute__((target("avx512f"))) inline __m512 activate(__m512 v, Activation activation) {
-  switch (activation) {
-    case Activation::kNone: return v;
-    case Activation::kRelu: return _mm512_max_ps(v, _mm512_setzero_ps());
-    case Activation::kGelu: {
-      const __m512 e = vmath::erf512(_mm512_mul_ps(v, _mm512_set1_ps(0.70710678118654752f)));
-      return _mm512_mul_ps(_mm512_mul_ps(v, _mm512_set1_ps(0.5f)), _mm512_add_ps(e, _mm512_set1_ps(1.0f)));
-    }
-    case Activation::kGeluTanh: {
-      // 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3)))
-      const __m512 inner = _mm512_mul_ps(
-          _mm512_set1_ps(0.79788456080286536f),
-          _mm512_fmadd_ps(_mm512_mul_ps(_mm512_mul_ps(v, v), v), _mm512_set1_ps(0.044715f), v));
-      const __m512 t = vmath::tanh512(inner);
-      return _mm512_mul_ps(_mm512_mul_ps(v, _mm512_set1_ps(0.5f)), _mm512_add_ps(t, _mm512_set1_ps(1.0f)));
-    }
-    case Activation::kTanh: return vmath::tanh512(v);
-  }
-  return v;
-}
-
 // acc += u8 a . s8 b in groups of 4. Written as an asm statement because
 // GCC 12 compiles the intrinsic's tied operand into a register copy and a
 // stack store per call, which halved the kernel's throughput; the "+v"
@@ -111,7 +90,7 @@ __attribute__((target("avx512f,avx512bw,avx512vnni"))) void block_kernel(const B
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
       const __m512 sum = _mm512_cvtepi32_ps(_mm512_sub_epi32(acc[r][p], correction));
-      _mm512_mask_storeu_ps(b.y + r * b.ldy + 16 * p, mask, activate(_mm512_fmadd_ps(sum, scale, bias), b.activation));
+      _mm512_mask_storeu_ps(b.y + r * b.ldy + 16 * p, mask, vmath::activate512(_mm512_fmadd_ps(sum, scale, bias), b.activation));
     }
   }
 }

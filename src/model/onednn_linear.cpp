@@ -12,6 +12,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "model/packed_linear.h"
 #include "model/tiled_matmul.h"
 
 namespace rapidqa::model {
@@ -189,6 +190,7 @@ Fp32Backend backend_from_environment() {
   if (!v) return Fp32Backend::kAuto;
   if (std::strcmp(v, "openblas") == 0) return Fp32Backend::kOpenBlas;
   if (std::strcmp(v, "onednn") == 0) return Fp32Backend::kOneDnn;
+  if (std::strcmp(v, "packed") == 0) return Fp32Backend::kPacked;
   return Fp32Backend::kAuto;
 }
 
@@ -198,6 +200,11 @@ std::unique_ptr<LinearOp> make_fp32_linear(const at::Tensor& weight, const at::T
                                            Fp32Backend backend) {
   if (backend == Fp32Backend::kAuto) backend = backend_from_environment();
   if (backend == Fp32Backend::kOpenBlas) return std::make_unique<DenseLinear>(weight, bias, activation);
+  // The packed kernel measured faster than oneDNN at every row count from
+  // 1 to 1024 wherever it runs (BM_LinearBackend, docs/performance.md).
+  if ((backend == Fp32Backend::kAuto || backend == Fp32Backend::kPacked) && packed_linear_available()) {
+    return std::make_unique<PackedLinear>(weight, bias, activation);
+  }
   auto onednn = std::make_unique<OneDnnLinear>(weight, bias, activation);
   if (backend == Fp32Backend::kOneDnn) return onednn;
 

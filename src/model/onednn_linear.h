@@ -5,10 +5,10 @@
 // primitive per tile and row block on the WorkPool. One primitive per tile
 // width serves every row count (the row dimension is a run-time value).
 //
-// make_fp32_linear() picks, per weight shape, whichever of this and the
-// OpenBLAS DenseLinear is faster on the machine it runs on: oneDNN wins by
-// 2x where it has AVX-512 kernels, OpenBLAS where only AVX2 is there. The
-// choice is measured once per shape and remembered for the process.
+// make_fp32_linear() picks the FP32 layer: the packed AVX-512 kernel
+// (packed_linear.h) where the CPU has AVX-512, and elsewhere whichever of
+// this and the OpenBLAS DenseLinear is faster for the weight shape on the
+// machine it runs on (measured once per shape and remembered).
 //
 // Thread safety: forward() is thread-safe (oneDNN primitives are).
 #pragma once
@@ -83,11 +83,14 @@ struct TilePrimitives {
                      std::unordered_map<int, dnnl::memory>& args, float* y, std::int64_t stride) const;
 };
 
-enum class Fp32Backend { kAuto, kOpenBlas, kOneDnn };
+enum class Fp32Backend { kAuto, kOpenBlas, kOneDnn, kPacked };
 
-// The FP32 linear layer for this shape on this machine. kAuto measures both
-// backends once per (out, in) shape at a few row counts; the environment
-// variable RAPIDQA_FP32_BACKEND=openblas|onednn overrides it.
+// The FP32 linear layer for this shape on this machine. kAuto takes the
+// packed AVX-512 kernel (packed_linear.h) where the CPU has AVX-512, and
+// elsewhere measures oneDNN against OpenBLAS once per (out, in) shape at a
+// few row counts; kPacked falls back the same way without AVX-512. The
+// environment variable RAPIDQA_FP32_BACKEND=openblas|onednn|packed
+// overrides kAuto.
 std::unique_ptr<LinearOp> make_fp32_linear(const at::Tensor& weight, const at::Tensor& bias, Activation activation,
                                            Fp32Backend backend = Fp32Backend::kAuto);
 

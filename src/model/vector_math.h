@@ -9,6 +9,8 @@
 
 #include <cmath>
 
+#include "model/transformer_config.h"
+
 namespace rapidqa::model::vmath {
 
 // |x| and copysign through integer masks: the float forms of these are
@@ -86,6 +88,28 @@ __attribute__((target("avx512f"))) inline __m512 tanh512(__m512 x) {
   const __mmask16 small = _mm512_cmp_ps_mask(ax, _mm512_set1_ps(0.03125f), _CMP_LT_OQ);
   const __m512 y = _mm512_mask_blend_ps(small, far, near);
   return with_sign_of512(y, x);
+}
+
+// A layer's activation on 16 floats (the GEMM kernels' epilogues).
+__attribute__((target("avx512f"))) inline __m512 activate512(__m512 v, Activation activation) {
+  switch (activation) {
+    case Activation::kNone: return v;
+    case Activation::kRelu: return _mm512_max_ps(v, _mm512_setzero_ps());
+    case Activation::kGelu: {
+      const __m512 e = erf512(_mm512_mul_ps(v, _mm512_set1_ps(0.70710678118654752f)));
+      return _mm512_mul_ps(_mm512_mul_ps(v, _mm512_set1_ps(0.5f)), _mm512_add_ps(e, _mm512_set1_ps(1.0f)));
+    }
+    case Activation::kGeluTanh: {
+      // 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3)))
+      const __m512 inner = _mm512_mul_ps(
+          _mm512_set1_ps(0.79788456080286536f),
+          _mm512_fmadd_ps(_mm512_mul_ps(_mm512_mul_ps(v, v), v), _mm512_set1_ps(0.044715f), v));
+      const __m512 t = tanh512(inner);
+      return _mm512_mul_ps(_mm512_mul_ps(v, _mm512_set1_ps(0.5f)), _mm512_add_ps(t, _mm512_set1_ps(1.0f)));
+    }
+    case Activation::kTanh: return tanh512(v);
+  }
+  return v;
 }
 
 }  // namespace rapidqa::model::vmath
