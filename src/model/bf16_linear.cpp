@@ -9,6 +9,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "model/cpu_features.h"
 #include "model/onednn_linear.h"
 #include "model/tiled_matmul.h"
 #include "runtime/work_pool.h"
@@ -37,22 +38,13 @@ constexpr std::int64_t kParallelRoundGrain = 1 << 15;
 
 }  // namespace
 
-bool bf16_native() {
-  using dnnl::cpu_isa;
-  switch (dnnl::get_effective_cpu_isa()) {
-    case cpu_isa::avx512_core_bf16:
-    case cpu_isa::avx512_core_amx:
-      return true;
-    default:
-      return false;
-  }
-}
+bool bf16_native() { return cpu_features().bf16; }
 
 const char* bf16_requirement() { return "a CPU with AVX512-BF16 or AMX-BF16 instructions"; }
 
 void round_to_bf16(const float* x, std::int64_t n, std::uint16_t* out) {
-  static const bool avx512 = __builtin_cpu_supports("avx512bw");
-  static const bool avx2 = __builtin_cpu_supports("avx2");
+  const bool avx512 = cpu_features().avx512;
+  const bool avx2 = cpu_features().avx2;
   auto run = [&](std::int64_t begin, std::int64_t end) {
     if (avx512) {
       round_avx512(x + begin, end - begin, out + begin);

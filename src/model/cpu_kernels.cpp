@@ -2,11 +2,11 @@
 
 #include <cblas.h>
 #include <immintrin.h>
-#include <oneapi/dnnl/dnnl.hpp>
 
 #include <algorithm>
 #include <cmath>
 
+#include "model/cpu_features.h"
 #include "model/vector_math.h"
 
 namespace rapidqa::model::kernels {
@@ -15,21 +15,10 @@ namespace {
 enum class Isa { kScalar, kAvx2, kAvx512 };
 
 Isa detect_isa() {
-  using dnnl::cpu_isa;
-  // oneDNN's effective ISA honours ONEDNN_MAX_CPU_ISA, so the AVX2 path of
-  // these kernels is tested with the same switch as oneDNN's.
-  switch (dnnl::get_effective_cpu_isa()) {
-    case cpu_isa::avx512_core:
-    case cpu_isa::avx512_core_vnni:
-    case cpu_isa::avx512_core_bf16:
-    case cpu_isa::avx512_core_amx:
-      return Isa::kAvx512;
-    case cpu_isa::avx2:
-    case cpu_isa::avx2_vnni:
-      return Isa::kAvx2;
-    default:
-      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? Isa::kAvx2 : Isa::kScalar;
-  }
+  // cpu_features() honours ONEDNN_MAX_CPU_ISA, so the AVX2 path of these
+  // kernels is tested with the same switch as oneDNN's.
+  const CpuFeatures& f = cpu_features();
+  return f.avx512 ? Isa::kAvx512 : f.avx2 ? Isa::kAvx2 : Isa::kScalar;
 }
 
 Isa isa() {

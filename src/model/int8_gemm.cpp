@@ -1,49 +1,33 @@
 #include "model/int8_gemm.h"
 
 #include <immintrin.h>
-#include <oneapi/dnnl/dnnl.hpp>
 
-#include <algorithm>
-#include <cstdlib>
 #include <cstring>
-#include <new>
 
+#include "model/cpu_features.h"
+#include "model/gemm_blocking.h"
 #include "model/vector_math.h"
 
 namespace rapidqa::model {
 namespace {
 
-constexpr std::int64_t kAlign = 64;
-// The register block: kRows activation rows times kPanels panels (16
-// columns each) is 24 accumulators, plus the panels' weights and one
-// broadcast, within the 32 zmm registers.
-constexpr int kRows = 6;
-constexpr int kPanels = 4;
-
-template <typename T>
-T* allocate_aligned(std::int64_t count) {
-  const auto bytes = static_cast<std::size_t>((count * static_cast<std::int64_t>(sizeof(T)) + kAlign - 1) / kAlign * kAlign);
-  void* p = std::aligned_alloc(kAlign, std::max<std::size_t>(bytes, kAlign));
-  if (!p) throw std::bad_alloc();
-  std::memset(p, 0, bytes);
-  return static_cast<T*>(p);
-}
+static_assert(PackedInt8Matrix::kPanelWidth == gemm::kPanelWidth);
 
 struct BlockArgs {
   const std::uint8_t* a;  // first row of the block
   std::int64_t lda;
-  const std::int8_t* w;   // first panel of the block
+  const std::int8_t* w;  // first panel of the block
   std::int64_t panel_bytes;
-  std::int64_t groups;    // padded inputs / 4
+  std::int64_t groups;               // padded inputs / 4
   const std::int32_t* column_sums;  // at the block's first column
   const float* channel_scales;      // at the block's first column
   const float* bias;                // at the block's first column, or null
   float input_scale;
   std::int32_t zero_point;
   Activation activation;
-  float* y;                // at the block's first row and column
+  float* y;  // at the block's first row and column
   std::int64_t ldy;
-  std::int64_t columns;    // valid columns in the block, (P - 1) * 16 < columns <= P * 16
+  std::int64_t columns;  // valid columns in the block, (P - 1) * 16 < columns <= P * 16
 };
 
 // acc += u8 a . s8 b in groups of 4. Written as an asm statement because
@@ -56,92 +40,57 @@ __attribute__((target("avx512f,avx512vnni"), always_inline)) inline void dot_acc
 }
 
 template <int R, int P>
-__attribute__((target("avx512f,avx512bw,avx512vnni"))) void block_kernel(const BlockArgs& b) {
-  __m512i acc[R][P];
-#pragma GCC unroll 8
-  for (int r = 0; r < R; ++r) {
-#pragma GCC unroll 8
-    for (int p = 0; p < P; ++p) acc[r][p] = _mm512_setzero_si512();
-  }
-  const std::int8_t* w = b.w;
-  const std::uint8_t* a = b.a;
-  for (std::int64_t g = 0; g < b.groups; ++g, w += 64, a += 4) {
-    __m512i wv[P];
-#pragma GCC unroll 8
-    for (int p = 0; p < P; ++p) wv[p] = _mm512_load_si512(w + p * b.panel_bytes);
+struct Int8Block {
+  __attribute__((target("avx512f,avx512bw,avx512vnni"))) static void run(const BlockArgs& b) {
+    __m512i acc[R][P];
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
-      std::int32_t four;
-      std::memcpy(&four, a + r * b.lda, sizeof four);
-      const __m512i av = _mm512_set1_epi32(four);
 #pragma GCC unroll 8
-      for (int p = 0; p < P; ++p) dot_accumulate(acc[r][p], av, wv[p]);
+      for (int p = 0; p < P; ++p) acc[r][p] = _mm512_setzero_si512();
+    }
+    const std::int8_t* w = b.w;
+    const std::uint8_t* a = b.a;
+    for (std::int64_t g = 0; g < b.groups; ++g, w += 64, a += 4) {
+      __m512i wv[P];
+#pragma GCC unroll 8
+      for (int p = 0; p < P; ++p) wv[p] = _mm512_load_si512(w + p * b.panel_bytes);
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) {
+        std::int32_t four;
+        std::memcpy(&four, a + r * b.lda, sizeof four);
+        const __m512i av = _mm512_set1_epi32(four);
+#pragma GCC unroll 8
+        for (int p = 0; p < P; ++p) dot_accumulate(acc[r][p], av, wv[p]);
+      }
+    }
+    const __m512i zero_point = _mm512_set1_epi32(b.zero_point);
+    const __m512 input_scale = _mm512_set1_ps(b.input_scale);
+#pragma GCC unroll 8
+    for (int p = 0; p < P; ++p) {
+      const __mmask16 mask = gemm::panel_mask(b.columns, p);
+      const __m512i correction =
+          _mm512_mullo_epi32(zero_point, _mm512_maskz_loadu_epi32(mask, b.column_sums + 16 * p));
+      const __m512 scale = _mm512_mul_ps(input_scale, _mm512_maskz_loadu_ps(mask, b.channel_scales + 16 * p));
+      const __m512 bias = b.bias ? _mm512_maskz_loadu_ps(mask, b.bias + 16 * p) : _mm512_setzero_ps();
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) {
+        const __m512 sum = _mm512_cvtepi32_ps(_mm512_sub_epi32(acc[r][p], correction));
+        _mm512_mask_storeu_ps(b.y + r * b.ldy + 16 * p, mask,
+                              vmath::activate512(_mm512_fmadd_ps(sum, scale, bias), b.activation));
+      }
     }
   }
-  const __m512i zero_point = _mm512_set1_epi32(b.zero_point);
-  const __m512 input_scale = _mm512_set1_ps(b.input_scale);
-#pragma GCC unroll 8
-  for (int p = 0; p < P; ++p) {
-    const std::int64_t valid = b.columns - 16 * p;
-    const auto mask = static_cast<__mmask16>(valid >= 16 ? 0xFFFF : (1u << valid) - 1);
-    const __m512i correction = _mm512_mullo_epi32(zero_point, _mm512_maskz_loadu_epi32(mask, b.column_sums + 16 * p));
-    const __m512 scale = _mm512_mul_ps(input_scale, _mm512_maskz_loadu_ps(mask, b.channel_scales + 16 * p));
-    const __m512 bias = b.bias ? _mm512_maskz_loadu_ps(mask, b.bias + 16 * p) : _mm512_setzero_ps();
-#pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) {
-      const __m512 sum = _mm512_cvtepi32_ps(_mm512_sub_epi32(acc[r][p], correction));
-      _mm512_mask_storeu_ps(b.y + r * b.ldy + 16 * p, mask, vmath::activate512(_mm512_fmadd_ps(sum, scale, bias), b.activation));
-    }
-  }
-}
-
-using BlockKernel = void (*)(const BlockArgs&);
-
-template <int R>
-constexpr BlockKernel kernel_for(int panels) {
-  return panels == 1 ? block_kernel<R, 1> : panels == 2 ? block_kernel<R, 2> : panels == 3 ? block_kernel<R, 3>
-                                                                                           : block_kernel<R, 4>;
-}
-
-BlockKernel select_kernel(int rows, int panels) {
-  switch (rows) {
-    case 1: return kernel_for<1>(panels);
-    case 2: return kernel_for<2>(panels);
-    case 3: return kernel_for<3>(panels);
-    case 4: return kernel_for<4>(panels);
-    case 5: return kernel_for<5>(panels);
-    default: return kernel_for<6>(panels);
-  }
-}
+};
 
 }  // namespace
 
-bool vnni_gemm_available() {
-  static const bool available = [] {
-    if (!__builtin_cpu_supports("avx512f") || !__builtin_cpu_supports("avx512bw") ||
-        !__builtin_cpu_supports("avx512vnni")) {
-      return false;
-    }
-    using dnnl::cpu_isa;
-    switch (dnnl::get_effective_cpu_isa()) {
-      case cpu_isa::avx512_core_vnni:
-      case cpu_isa::avx512_core_bf16:
-      case cpu_isa::avx512_core_amx:
-        return true;
-      default:
-        return false;
-    }
-  }();
-  return available;
-}
-
-void PackedInt8Matrix::FreeAligned::operator()(void* p) const { std::free(p); }
+bool vnni_gemm_available() { return cpu_features().avx512_vnni; }
 
 PackedInt8Matrix::PackedInt8Matrix(const std::int8_t* weights, std::int64_t n, std::int64_t k)
     : n_(n), k_(k), k_padded_((k + kGroup - 1) / kGroup * kGroup) {
   const std::int64_t panel_count = panels();
-  data_.reset(allocate_aligned<std::int8_t>(panel_count * panel_bytes()));
-  column_sums_.reset(allocate_aligned<std::int32_t>(panel_count * kPanelWidth));
+  data_ = gemm::zeroed_aligned_array<std::int8_t>(panel_count * panel_bytes());
+  column_sums_ = gemm::zeroed_aligned_array<std::int32_t>(panel_count * kPanelWidth);
   for (std::int64_t col = 0; col < n; ++col) {
     const std::int8_t* row = weights + col * k;
     std::int8_t* panel_base = data_.get() + (col / kPanelWidth) * panel_bytes() + (col % kPanelWidth) * kGroup;
@@ -160,7 +109,6 @@ std::size_t PackedInt8Matrix::bytes() const {
 
 void int8_gemm_columns(const std::uint8_t* a, std::int64_t lda, std::int64_t rows, const PackedInt8Matrix& w,
                        std::int64_t n0, std::int64_t count, const Int8Epilogue& epilogue, float* y, std::int64_t ldy) {
-  constexpr std::int64_t kBlockColumns = kPanels * PackedInt8Matrix::kPanelWidth;
   BlockArgs args{};
   args.lda = lda;
   args.panel_bytes = w.panel_bytes();
@@ -169,25 +117,18 @@ void int8_gemm_columns(const std::uint8_t* a, std::int64_t lda, std::int64_t row
   args.zero_point = epilogue.zero_point;
   args.activation = epilogue.activation;
   args.ldy = ldy;
-  // Column blocks outside, row blocks inside: a block's panels (4 x 16
-  // columns of every input) stay in L1/L2 while every row passes.
-  for (std::int64_t c = 0; c < count; c += kBlockColumns) {
+  gemm::for_each_register_block(rows, count, [&](std::int64_t r, int block_rows, std::int64_t c, std::int64_t columns,
+                                                 int panels) {
     const std::int64_t col = n0 + c;
-    const std::int64_t columns = std::min(kBlockColumns, count - c);
-    const int panels = static_cast<int>((columns + PackedInt8Matrix::kPanelWidth - 1) / PackedInt8Matrix::kPanelWidth);
+    args.a = a + r * lda;
     args.w = w.panel(col / PackedInt8Matrix::kPanelWidth);
     args.column_sums = w.column_sums() + col;
     args.channel_scales = epilogue.channel_scales + col;
     args.bias = epilogue.bias ? epilogue.bias + col : nullptr;
+    args.y = y + r * ldy + col;
     args.columns = columns;
-    const BlockKernel full = select_kernel(kRows, panels);
-    for (std::int64_t r = 0; r < rows; r += kRows) {
-      const auto block_rows = static_cast<int>(std::min<std::int64_t>(kRows, rows - r));
-      args.a = a + r * lda;
-      args.y = y + r * ldy + col;
-      (block_rows == kRows ? full : select_kernel(block_rows, panels))(args);
-    }
-  }
+    gemm::run_block<Int8Block>(block_rows, panels, args);
+  });
 }
 
 }  // namespace rapidqa::model

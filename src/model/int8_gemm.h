@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <memory>
 
+#include "model/gemm_blocking.h"
 #include "model/transformer_config.h"
 
 namespace rapidqa::model {
@@ -55,12 +56,9 @@ class PackedInt8Matrix {
   std::size_t bytes() const;
 
  private:
-  struct FreeAligned {
-    void operator()(void* p) const;
-  };
   std::int64_t n_ = 0, k_ = 0, k_padded_ = 0;
-  std::unique_ptr<std::int8_t[], FreeAligned> data_;
-  std::unique_ptr<std::int32_t[], FreeAligned> column_sums_;
+  gemm::AlignedArray<std::int8_t> data_;
+  gemm::AlignedArray<std::int32_t> column_sums_;
 };
 
 // What turns a column's s32 sum into the layer's output:

@@ -11,6 +11,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "model/cpu_features.h"
 #include "model/cpu_kernels.h"
 #include "model/int8_gemm.h"
 #include "model/onednn_linear.h"
@@ -112,22 +113,10 @@ QuantizedWeight quantize_weight_per_channel(const at::Tensor& weight_in) {
   return q;
 }
 
-bool int8_needs_reduced_range() {
-  using dnnl::cpu_isa;
-  const cpu_isa isa = dnnl::get_effective_cpu_isa();
-  switch (isa) {
-    case cpu_isa::avx2_vnni:
-    case cpu_isa::avx512_core_vnni:
-    case cpu_isa::avx512_core_bf16:
-    case cpu_isa::avx512_core_amx:
-      return false;
-    default:
-      return true;
-  }
-}
+bool int8_needs_reduced_range() { return !cpu_features().int8_vnni; }
 
 void quantize_to_u8(const float* x, std::int64_t count, QuantParams params, std::int32_t qmax, std::uint8_t* out) {
-  static const bool has_avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  const bool has_avx2 = cpu_features().avx2;
   const float inverse = 1.0f / params.scale;
   const auto zp = static_cast<float>(params.zero_point);
   const auto hi = static_cast<float>(qmax);

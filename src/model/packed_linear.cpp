@@ -3,24 +3,17 @@
 #include <ATen/ATen.h>
 #include <c10/core/InferenceMode.h>
 #include <immintrin.h>
-#include <oneapi/dnnl/dnnl.hpp>
 
-#include <algorithm>
-#include <cstdlib>
-#include <cstring>
-#include <new>
 #include <stdexcept>
 
+#include "model/cpu_features.h"
+#include "model/gemm_blocking.h"
 #include "model/vector_math.h"
 
 namespace rapidqa::model {
 namespace {
 
-// 6 rows x 4 panels = 24 accumulators, 4 weight registers and one
-// broadcast: 29 of the 32 zmm registers.
-constexpr int kRows = 6;
-constexpr int kPanels = 4;
-constexpr std::size_t kAlign = 64;
+static_assert(PackedFloatMatrix::kPanelWidth == gemm::kPanelWidth);
 
 struct BlockArgs {
   const float* x;  // first row of the block
@@ -42,85 +35,47 @@ __attribute__((target("avx512f"), always_inline)) inline void fma_accumulate(__m
 }
 
 template <int R, int P>
-__attribute__((target("avx512f"))) void block_kernel(const BlockArgs& b) {
-  __m512 acc[R][P];
-#pragma GCC unroll 8
-  for (int r = 0; r < R; ++r) {
-#pragma GCC unroll 8
-    for (int p = 0; p < P; ++p) acc[r][p] = _mm512_setzero_ps();
-  }
-  const float* w = b.w;
-  const float* x = b.x;
-  for (std::int64_t i = 0; i < b.inputs; ++i, w += PackedFloatMatrix::kPanelWidth, ++x) {
-    __m512 wv[P];
-#pragma GCC unroll 8
-    for (int p = 0; p < P; ++p) wv[p] = _mm512_load_ps(w + p * b.panel_floats);
+struct Fp32Block {
+  __attribute__((target("avx512f"))) static void run(const BlockArgs& b) {
+    __m512 acc[R][P];
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
-      const __m512 xv = _mm512_set1_ps(x[r * b.ldx]);
 #pragma GCC unroll 8
-      for (int p = 0; p < P; ++p) fma_accumulate(acc[r][p], xv, wv[p]);
+      for (int p = 0; p < P; ++p) acc[r][p] = _mm512_setzero_ps();
+    }
+    const float* w = b.w;
+    const float* x = b.x;
+    for (std::int64_t i = 0; i < b.inputs; ++i, w += PackedFloatMatrix::kPanelWidth, ++x) {
+      __m512 wv[P];
+#pragma GCC unroll 8
+      for (int p = 0; p < P; ++p) wv[p] = _mm512_load_ps(w + p * b.panel_floats);
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) {
+        const __m512 xv = _mm512_set1_ps(x[r * b.ldx]);
+#pragma GCC unroll 8
+        for (int p = 0; p < P; ++p) fma_accumulate(acc[r][p], xv, wv[p]);
+      }
+    }
+#pragma GCC unroll 8
+    for (int p = 0; p < P; ++p) {
+      const __mmask16 mask = gemm::panel_mask(b.columns, p);
+      const __m512 bias = b.bias ? _mm512_maskz_loadu_ps(mask, b.bias + 16 * p) : _mm512_setzero_ps();
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) {
+        _mm512_mask_storeu_ps(b.y + r * b.ldy + 16 * p, mask,
+                              vmath::activate512(_mm512_add_ps(acc[r][p], bias), b.activation));
+      }
     }
   }
-#pragma GCC unroll 8
-  for (int p = 0; p < P; ++p) {
-    const std::int64_t valid = b.columns - 16 * p;
-    const auto mask = static_cast<__mmask16>(valid >= 16 ? 0xFFFF : (1u << valid) - 1);
-    const __m512 bias = b.bias ? _mm512_maskz_loadu_ps(mask, b.bias + 16 * p) : _mm512_setzero_ps();
-#pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) {
-      _mm512_mask_storeu_ps(b.y + r * b.ldy + 16 * p, mask,
-                            vmath::activate512(_mm512_add_ps(acc[r][p], bias), b.activation));
-    }
-  }
-}
-
-using BlockKernel = void (*)(const BlockArgs&);
-
-template <int R>
-constexpr BlockKernel kernel_for(int panels) {
-  return panels == 1 ? block_kernel<R, 1> : panels == 2 ? block_kernel<R, 2> : panels == 3 ? block_kernel<R, 3>
-                                                                                           : block_kernel<R, 4>;
-}
-
-BlockKernel select_kernel(int rows, int panels) {
-  switch (rows) {
-    case 1: return kernel_for<1>(panels);
-    case 2: return kernel_for<2>(panels);
-    case 3: return kernel_for<3>(panels);
-    case 4: return kernel_for<4>(panels);
-    case 5: return kernel_for<5>(panels);
-    default: return kernel_for<6>(panels);
-  }
-}
+};
 
 }  // namespace
 
-bool packed_linear_available() {
-  static const bool available = [] {
-    if (!__builtin_cpu_supports("avx512f")) return false;
-    using dnnl::cpu_isa;
-    switch (dnnl::get_effective_cpu_isa()) {
-      case cpu_isa::avx512_core:
-      case cpu_isa::avx512_core_vnni:
-      case cpu_isa::avx512_core_bf16:
-      case cpu_isa::avx512_core_amx:
-        return true;
-      default:
-        return false;
-    }
-  }();
-  return available;
-}
+bool packed_linear_available() { return cpu_features().avx512; }
 
-void PackedFloatMatrix::FreeAligned::operator()(void* p) const { std::free(p); }
-
-PackedFloatMatrix::PackedFloatMatrix(const float* weights, std::int64_t n, std::int64_t k) : n_(n), k_(k) {
-  const std::size_t bytes = std::max<std::size_t>((this->bytes() + kAlign - 1) / kAlign * kAlign, kAlign);
-  void* p = std::aligned_alloc(kAlign, bytes);
-  if (!p) throw std::bad_alloc();
-  std::memset(p, 0, bytes);  // columns past n in the last panel stay zero
-  data_.reset(static_cast<float*>(p));
+PackedFloatMatrix::PackedFloatMatrix(const float* weights, std::int64_t n, std::int64_t k)
+    : n_(n), k_(k), data_(gemm::zeroed_aligned_array<float>(panels() * panel_floats())) {
+  // Columns past n in the last panel stay zero.
   for (std::int64_t col = 0; col < n; ++col) {
     float* dst = data_.get() + (col / kPanelWidth) * panel_floats() + col % kPanelWidth;
     const float* src = weights + col * k;
@@ -141,30 +96,22 @@ at::Tensor PackedFloatMatrix::unpack() const {
 void fp32_gemm_columns(const float* x, std::int64_t ldx, std::int64_t rows, const PackedFloatMatrix& w,
                        std::int64_t n0, std::int64_t count, const float* bias, Activation activation, float* y,
                        std::int64_t ldy) {
-  constexpr std::int64_t kBlockColumns = kPanels * PackedFloatMatrix::kPanelWidth;
   BlockArgs args{};
   args.ldx = ldx;
   args.panel_floats = w.panel_floats();
   args.inputs = w.inputs();
   args.activation = activation;
   args.ldy = ldy;
-  // Column blocks outside, row blocks inside: a block's four panels stay
-  // in L2 while every row block passes over them.
-  for (std::int64_t c = 0; c < count; c += kBlockColumns) {
+  gemm::for_each_register_block(rows, count, [&](std::int64_t r, int block_rows, std::int64_t c, std::int64_t columns,
+                                                 int panels) {
     const std::int64_t col = n0 + c;
-    const std::int64_t columns = std::min(kBlockColumns, count - c);
-    const int panels = static_cast<int>((columns + PackedFloatMatrix::kPanelWidth - 1) / PackedFloatMatrix::kPanelWidth);
+    args.x = x + r * ldx;
     args.w = w.panel(col / PackedFloatMatrix::kPanelWidth);
     args.bias = bias ? bias + col : nullptr;
+    args.y = y + r * ldy + col;
     args.columns = columns;
-    const BlockKernel full = select_kernel(kRows, panels);
-    for (std::int64_t r = 0; r < rows; r += kRows) {
-      const auto block_rows = static_cast<int>(std::min<std::int64_t>(kRows, rows - r));
-      args.x = x + r * ldx;
-      args.y = y + r * ldy + col;
-      (block_rows == kRows ? full : select_kernel(block_rows, panels))(args);
-    }
-  }
+    gemm::run_block<Fp32Block>(block_rows, panels, args);
+  });
 }
 
 PackedLinear::PackedLinear(const at::Tensor& weight_in, const at::Tensor& bias, Activation activation)

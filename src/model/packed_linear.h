@@ -21,6 +21,7 @@
 #include <memory>
 #include <string>
 
+#include "model/gemm_blocking.h"
 #include "model/linear_op.h"
 #include "model/tiled_matmul.h"
 
@@ -47,11 +48,8 @@ class PackedFloatMatrix {
   at::Tensor unpack() const;
 
  private:
-  struct FreeAligned {
-    void operator()(void* p) const;
-  };
   std::int64_t n_ = 0, k_ = 0;
-  std::unique_ptr<float[], FreeAligned> data_;
+  gemm::AlignedArray<float> data_;
 };
 
 // y[r * ldy + c] = activation(sum_i x[r * ldx + i] w[c, i] + bias[c]) for
