@@ -1,8 +1,14 @@
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <limits>
+#include <string>
 #include <random>
 
+#include "index/int8_rows.h"
+#include "index/simd_flat_index.h"
 #include "index/vector_index.h"
 
 using rapidqa::index::VectorIndex;
@@ -164,7 +170,7 @@ TEST_CASE("vector_of returns each label's vector across mode switches and compac
   CHECK(hits[0].label == 599);
 }
 
-TEST_CASE("An exact index stores each vector once", "[index]") {
+TEST_CASE("An exact index stores each vector once in float, beside its int8 codes", "[index]") {
   const std::size_t dim = 64, n = 2000;
   VectorIndex index(VectorIndexOptions{dim, 100000});
   const auto vectors = random_unit_vectors(n, dim, 8);
@@ -172,5 +178,118 @@ TEST_CASE("An exact index stores each vector once", "[index]") {
   REQUIRE_FALSE(index.is_approximate());
   const std::size_t float_bytes = n * dim * sizeof(float);
   CHECK(index.memory_bytes() >= float_bytes);
-  CHECK(index.memory_bytes() < float_bytes * 3 / 2);  // a second copy would make it 2x
+  // Floats, plus a quarter for the int8 codes and 8 bytes a row for their
+  // scale and sum; a second float copy would make it 2x.
+  CHECK(index.memory_bytes() < float_bytes * 3 / 2);
+}
+
+namespace {
+
+using rapidqa::index::Int8Rows;
+using rapidqa::index::ScanKernel;
+
+// The kernels this CPU can run, the portable one first.
+std::vector<ScanKernel> runnable_kernels() {
+  std::vector<ScanKernel> kernels;
+  for (auto k : {ScanKernel::kPortable, ScanKernel::kAvx2, ScanKernel::kAvx512Vnni}) {
+    if (k <= rapidqa::index::best_scan_kernel_for_cpu()) kernels.push_back(k);
+  }
+  return kernels;
+}
+
+// Restores the process's scan kernel when a test that forces one ends.
+struct ScanKernelRestorer {
+  ScanKernel saved = rapidqa::index::scan_kernel();
+  ~ScanKernelRestorer() { rapidqa::index::set_scan_kernel(saved); }
+};
+
+}  // namespace
+
+TEST_CASE("Every scan kernel computes the integer reference exactly, for 1 to 4 queries", "[index][scan]") {
+  // 70 dimensions (not a multiple of 4) and 101 rows (not a multiple of 16)
+  // exercise the padding; one row of zeros and one of extreme values.
+  const std::size_t dim = 70, n = 101;
+  auto vectors = random_unit_vectors(n, dim, 21);
+  std::fill(vectors.begin() + 5 * dim, vectors.begin() + 6 * dim, 0.0f);
+  for (std::size_t j = 0; j < dim; ++j) vectors[7 * dim + j] = j % 2 ? 1e30f : -1e-30f;
+  Int8Rows rows(dim);
+  rows.append(60, vectors.data());  // two appends: the second fills a partly used block
+  rows.append(n - 60, vectors.data() + 60 * dim);
+  REQUIRE(rows.rows() == n);
+  const auto queries = random_unit_vectors(4, dim, 22);
+  for (const ScanKernel kernel : runnable_kernels()) {
+    CAPTURE(rapidqa::index::scan_kernel_name(kernel));
+    std::vector<rapidqa::index::QueryCode> codes;
+    for (std::size_t q = 0; q < 4; ++q) codes.push_back(rapidqa::index::quantize_query(queries.data() + q * dim, dim, kernel));
+    for (std::size_t nq = 1; nq <= 4; ++nq) {
+      CAPTURE(nq);
+      std::vector<const rapidqa::index::QueryCode*> code_of;
+      for (std::size_t q = 0; q < nq; ++q) code_of.push_back(&codes[q]);
+      const std::size_t stride = rows.blocks() * Int8Rows::kBlockRows;
+      std::vector<float> scores(nq * stride, std::numeric_limits<float>::quiet_NaN());
+      // Two calls (blocks 0-2, then the rest) as a chunked scan makes them.
+      rows.score(code_of.data(), nq, 0, 3, scores.data(), stride, kernel);
+      rows.score(code_of.data(), nq, 3, rows.blocks() - 3, scores.data() + 3 * Int8Rows::kBlockRows, stride, kernel);
+      for (std::size_t q = 0; q < nq; ++q) {
+        for (std::size_t r = 0; r < n; ++r) {
+          const float expected =
+              static_cast<float>(rows.reference_dot(codes[q], r)) * rows.row_scale(r) * codes[q].scale;
+          REQUIRE(scores[q * stride + r] == expected);
+          if (r != 7) {  // the extreme row is no unit vector
+            float exact = 0;
+            for (std::size_t j = 0; j < dim; ++j) exact += queries[q * dim + j] * vectors[r * dim + j];
+            CHECK(std::abs(scores[q * stride + r] - exact) < 0.03f);
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("Exact search returns the float scan's top k with exact scores on every kernel", "[index][scan]") {
+  ScanKernelRestorer restore;
+  const std::size_t dim = 384, n = 3000, k = 12, nq = 9;
+  const auto vectors = random_unit_vectors(n, dim, 23);
+  const auto queries = random_unit_vectors(nq, dim, 24);
+  VectorIndex index(VectorIndexOptions{dim, 100000});
+  index.add_batch(labels_from(0, n), vectors.data());
+  REQUIRE_FALSE(index.is_approximate());
+  for (const ScanKernel kernel : runnable_kernels()) {
+    CAPTURE(rapidqa::index::scan_kernel_name(kernel));
+    rapidqa::index::set_scan_kernel(kernel);
+    // Nine queries at once: two full passes of four and one of one.
+    const auto batch = index.search_batch(queries.data(), nq, k);
+    REQUIRE(batch.size() == nq);
+    for (std::size_t q = 0; q < nq; ++q) {
+      std::vector<std::pair<float, std::int64_t>> truth;
+      for (std::size_t r = 0; r < n; ++r) {
+        truth.emplace_back(rapidqa::index::inner_product(queries.data() + q * dim, vectors.data() + r * dim, dim),
+                           static_cast<std::int64_t>(r));
+      }
+      std::sort(truth.begin(), truth.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+      const auto single = index.search(queries.data() + q * dim, k);
+      REQUIRE(batch[q].size() == k);
+      REQUIRE(single.size() == k);
+      for (std::size_t j = 0; j < k; ++j) {
+        CHECK(batch[q][j].label == truth[j].second);
+        CHECK(batch[q][j].similarity == truth[j].first);
+        CHECK(single[j].label == batch[q][j].label);
+      }
+    }
+  }
+}
+
+TEST_CASE("The scan kernel follows the CPU and the environment's cap", "[index][scan]") {
+  const auto best = rapidqa::index::best_scan_kernel_for_cpu();
+  CHECK(rapidqa::index::scan_kernel() <= best);
+  // ctest runs this case again with ONEDNN_MAX_CPU_ISA=AVX2, the variable
+  // that also pins the model runtime: the scan must then leave AVX-512.
+  if (const char* isa = std::getenv("ONEDNN_MAX_CPU_ISA"); isa && std::string(isa) == "AVX2") {
+    CHECK(rapidqa::index::scan_kernel() == std::min(best, ScanKernel::kAvx2));
+  }
+  ScanKernelRestorer restore;
+  rapidqa::index::set_scan_kernel(ScanKernel::kAvx512Vnni);
+  CHECK(rapidqa::index::scan_kernel() == best);  // clamped to what the CPU runs
+  rapidqa::index::set_scan_kernel(ScanKernel::kPortable);
+  CHECK(rapidqa::index::scan_kernel() == ScanKernel::kPortable);
 }

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <vector>
 
@@ -100,18 +101,22 @@ const Kernel kKernel = has_avx2_fma() ? inner_product_avx2 : inner_product_porta
 const Int8Kernel kInt8Kernel = has_avx2_fma() ? inner_product_int8_avx2 : inner_product_int8_portable;
 const CodeKernel kCodeKernel = has_avx2_fma() ? dot_int8_int8_avx2 : dot_int8_int8_portable;
 
+}  // namespace
+
 // Code layout: d int8 values, then the float scale.
-float int8_code_dot(const float* q, const std::uint8_t* code, std::size_t d) {
+float int8_code_inner_product(const float* q, const std::uint8_t* code, std::size_t d) {
   float scale;
   std::memcpy(&scale, code + d, sizeof scale);
   return scale * kInt8Kernel(q, reinterpret_cast<const std::int8_t*>(code), d);
 }
 
+namespace {
+
 struct Int8IPComputer final : faiss::FlatCodesDistanceComputer {
   Int8IPComputer(const std::uint8_t* codes, std::size_t d)
       : faiss::FlatCodesDistanceComputer(codes, d + sizeof(float)), d(d) {}
   void set_query(const float* x) override { query = x; }
-  float distance_to_code(const std::uint8_t* code) override { return int8_code_dot(query, code, d); }
+  float distance_to_code(const std::uint8_t* code) override { return int8_code_inner_product(query, code, d); }
   float symmetric_dis(idx_t i, idx_t j) override {
     const std::uint8_t* ci = codes + i * code_size;
     const std::uint8_t* cj = codes + j * code_size;
@@ -181,12 +186,159 @@ void top_k_search(faiss::Index::idx_t n, faiss::Index::idx_t ntotal, std::size_t
 
 }  // namespace
 
+namespace {
+
+// The best `capacity` (score, row) pairs offered so far, kept as a
+// reservoir of up to twice that: when it fills, nth_element keeps the best
+// half and raises the threshold a new score must beat. Amortised O(1) per
+// accepted score; a heap costs a sift per accepted score, which dominated
+// the scan of a small index.
+class Candidates {
+ public:
+  explicit Candidates(std::size_t capacity) : capacity_(std::max<std::size_t>(capacity, 1)) {
+    items_.reserve(2 * capacity_);
+  }
+
+  // Offers rows first_row.. with their approximate scores.
+  void offer(const float* scores, std::size_t count, std::int64_t first_row, const faiss::IDSelector* sel) {
+    for (std::size_t i = 0; i < count; ++i) {
+      if (!(scores[i] > threshold_)) continue;
+      const std::int64_t row = first_row + static_cast<std::int64_t>(i);
+      if (sel && !sel->is_member(row)) continue;
+      items_.emplace_back(scores[i], row);
+      if (items_.size() == 2 * capacity_) keep_best();
+    }
+  }
+  // Scores at or below `floor` need not be offered: a caller that knows
+  // `capacity` scores above it (without a selector) says so up front.
+  void raise_threshold(float floor) { threshold_ = std::max(threshold_, floor); }
+  std::size_t capacity() const { return capacity_; }
+
+  // The best `capacity` offered, in no particular order.
+  const std::vector<std::pair<float, std::int64_t>>& best() {
+    if (items_.size() > capacity_) keep_best();
+    return items_;
+  }
+
+ private:
+  void keep_best() {
+    std::nth_element(items_.begin(), items_.begin() + static_cast<std::ptrdiff_t>(capacity_ - 1), items_.end(),
+                     std::greater<>());
+    items_.resize(capacity_);
+    threshold_ = items_.back().first;
+  }
+
+  std::size_t capacity_;
+  float threshold_ = -std::numeric_limits<float>::infinity();
+  std::vector<std::pair<float, std::int64_t>> items_;
+};
+
+// Candidates kept per query for the exact re-ranking. int8 rounding moves
+// a random pair's score by about 1e-3; the more rows, the more of them lie
+// that close to the k-th best, so the slack grows with the square root of
+// the row count (8 at 1k rows, 40 at 100k, 64 from 262k).
+std::size_t rerank_count(std::size_t k, std::size_t rows) {
+  const auto slack = static_cast<std::size_t>(std::sqrt(static_cast<double>(rows)) / 8);
+  return k + std::clamp<std::size_t>(slack, 8, 64);
+}
+
+}  // namespace
+
+namespace {
+
+// Sets a first threshold before any score is offered: if `capacity` blocks
+// of 16 rows each hold a score of at least m, at least `capacity` scores
+// reach m, so nothing below the capacity-th largest block maximum can be
+// among the best. Without it, the first rows of a scan all enter the
+// reservoir and selection cost more than scoring a thousand rows.
+void start_above_block_maxima(const float* scores, std::size_t count, Candidates& best, std::vector<float>& maxima) {
+  maxima.clear();
+  for (std::size_t first = 0; first < count; first += Int8Rows::kBlockRows) {
+    const std::size_t last = std::min(count, first + Int8Rows::kBlockRows);
+    maxima.push_back(*std::max_element(scores + first, scores + last));
+  }
+  if (maxima.size() < best.capacity()) return;
+  const auto nth = maxima.begin() + static_cast<std::ptrdiff_t>(best.capacity() - 1);
+  std::nth_element(maxima.begin(), nth, maxima.end(), std::greater<>());
+  // Just below it: a score equal to the floor must still be offered.
+  best.raise_threshold(std::nextafter(*nth, -std::numeric_limits<float>::infinity()));
+}
+
+}  // namespace
+
+void SimdFlatIP::add(idx_t n, const float* x) {
+  faiss::IndexFlatIP::add(n, x);
+  int8_rows.append(static_cast<std::size_t>(n), x);
+}
+
+void SimdFlatIP::reset() {
+  faiss::IndexFlatIP::reset();
+  int8_rows.clear();
+}
+
+std::size_t SimdFlatIP::remove_ids(const faiss::IDSelector& sel) {
+  const std::size_t removed = faiss::IndexFlatIP::remove_ids(sel);
+  int8_rows.clear();
+  int8_rows.append(static_cast<std::size_t>(ntotal), get_xb());
+  return removed;
+}
+
+std::size_t SimdFlatIP::memory_bytes() const { return codes.capacity() + int8_rows.memory_bytes(); }
+
 void SimdFlatIP::search(idx_t n, const float* x, idx_t k, float* distances, idx_t* labels,
                         const faiss::SearchParameters* params) const {
+  // Rows scored per chunk: the chunk's scores stay in L1 while the
+  // candidates are picked from them.
+  constexpr std::size_t kChunkBlocks = 64;
+  constexpr std::size_t kChunkRows = kChunkBlocks * Int8Rows::kBlockRows;
   const auto dim = static_cast<std::size_t>(d);
-  const float* base = get_xb();
-  top_k_search(n, ntotal, dim, x, k, distances, labels, params ? params->sel : nullptr,
-               [&](const float* q, idx_t row) { return kKernel(q, base + static_cast<std::size_t>(row) * dim, dim); });
+  const auto rows = static_cast<std::size_t>(ntotal);
+  const faiss::IDSelector* sel = params ? params->sel : nullptr;
+  const ScanKernel kernel = scan_kernel();
+  const std::size_t keep = std::min(rows, rerank_count(static_cast<std::size_t>(k), rows));
+  std::vector<float> scores(Int8Rows::kMaxQueries * kChunkRows);
+  std::vector<std::pair<float, idx_t>> exact;
+  std::vector<float> maxima;
+  for (idx_t q0 = 0; q0 < n; q0 += static_cast<idx_t>(Int8Rows::kMaxQueries)) {
+    const auto nq = static_cast<std::size_t>(std::min<idx_t>(static_cast<idx_t>(Int8Rows::kMaxQueries), n - q0));
+    QueryCode codes[Int8Rows::kMaxQueries];
+    const QueryCode* code_of[Int8Rows::kMaxQueries];
+    std::vector<Candidates> best;
+    for (std::size_t q = 0; q < nq; ++q) {
+      codes[q] = quantize_query(x + (static_cast<std::size_t>(q0) + q) * dim, dim, kernel);
+      code_of[q] = &codes[q];
+      best.emplace_back(keep);
+    }
+    for (std::size_t block = 0; block < int8_rows.blocks(); block += kChunkBlocks) {
+      const std::size_t count = std::min(kChunkBlocks, int8_rows.blocks() - block);
+      int8_rows.score(code_of, nq, block, count, scores.data(), kChunkRows, kernel);
+      const std::size_t first_row = block * Int8Rows::kBlockRows;
+      const std::size_t valid = std::min(count * Int8Rows::kBlockRows, rows - first_row);
+      for (std::size_t q = 0; q < nq; ++q) {
+        const float* chunk = scores.data() + q * kChunkRows;
+        if (block == 0 && !sel) start_above_block_maxima(chunk, valid, best[q], maxima);
+        best[q].offer(chunk, valid, static_cast<std::int64_t>(first_row), sel);
+      }
+    }
+    for (std::size_t q = 0; q < nq; ++q) {
+      const float* query = x + (static_cast<std::size_t>(q0) + q) * dim;
+      exact.clear();
+      for (const auto& [approximate, row] : best[q].best()) {
+        exact.emplace_back(kKernel(query, get_xb() + static_cast<std::size_t>(row) * dim, dim), row);
+      }
+      // Best first; equal scores in row order, so results do not depend on
+      // the heap's order.
+      std::sort(exact.begin(), exact.end(), [](const auto& a, const auto& b) {
+        return a.first != b.first ? a.first > b.first : a.second < b.second;
+      });
+      const idx_t out = (q0 + static_cast<idx_t>(q)) * k;
+      for (idx_t j = 0; j < k; ++j) {
+        const bool have = j < static_cast<idx_t>(exact.size());
+        distances[out + j] = have ? exact[static_cast<std::size_t>(j)].first : -std::numeric_limits<float>::infinity();
+        labels[out + j] = have ? exact[static_cast<std::size_t>(j)].second : -1;
+      }
+    }
+  }
 }
 
 Int8FlatIP::Int8FlatIP(idx_t d)
@@ -228,7 +380,7 @@ void Int8FlatIP::search(idx_t n, const float* x, idx_t k, float* distances, idx_
                         const faiss::SearchParameters* params) const {
   const auto dim = static_cast<std::size_t>(d);
   top_k_search(n, ntotal, dim, x, k, distances, labels, params ? params->sel : nullptr,
-               [&](const float* q, idx_t row) { return int8_code_dot(q, codes.data() + row * code_size, dim); });
+               [&](const float* q, idx_t row) { return int8_code_inner_product(q, codes.data() + row * code_size, dim); });
 }
 
 }  // namespace rapidqa::index

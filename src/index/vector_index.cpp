@@ -4,13 +4,11 @@
 #include <faiss/IndexHNSW.h>
 #include <faiss/impl/IDSelector.h>
 
-#include <omp.h>
-
 #include <algorithm>
 #include <stdexcept>
 
+#include "index/hnsw_search.h"
 #include "index/simd_flat_index.h"
-#include "runtime/compute_threads.h"
 
 namespace rapidqa::index {
 namespace {
@@ -23,24 +21,6 @@ struct LiveRows final : faiss::IDSelector {
     return row >= 0 && static_cast<std::size_t>(row) < row_label.size() && row_label[row] >= 0;
   }
   const std::vector<std::int64_t>& row_label;
-};
-
-// FAISS opens an OpenMP team for every search, even of one query, and the
-// team size is a per-thread setting shared with LibTorch. This sets it for
-// the duration of one search on the calling thread only: one thread for a
-// single query (waking a team costs more than it saves), the configured
-// count for batches.
-class ScopedSearchThreads {
- public:
-  explicit ScopedSearchThreads(std::size_t queries) : previous_(omp_get_max_threads()) {
-    omp_set_num_threads(queries <= 1 ? 1 : std::max(1, runtime::configured_search_threads()));
-  }
-  ~ScopedSearchThreads() { omp_set_num_threads(previous_); }
-  ScopedSearchThreads(const ScopedSearchThreads&) = delete;
-  ScopedSearchThreads& operator=(const ScopedSearchThreads&) = delete;
-
- private:
-  int previous_;
 };
 
 }  // namespace
@@ -162,14 +142,18 @@ std::vector<std::vector<Neighbor>> VectorIndex::search_batch(const float* querie
   std::vector<float> similarities(n * fetch);
   std::vector<faiss::Index::idx_t> rows(n * fetch);
   LiveRows live(row_label_);
-  ScopedSearchThreads threads(n);
   const auto nq = static_cast<faiss::Index::idx_t>(n);
   const auto kq = static_cast<faiss::Index::idx_t>(fetch);
   if (approximate_) {
-    faiss::SearchParametersHNSW params;
-    params.efSearch = std::max<int>(options_.hnsw_search_breadth, static_cast<int>(fetch));
-    if (tombstones_ > 0) params.sel = &live;
-    index_->search(nq, queries, kq, similarities.data(), rows.data(), &params);
+    const auto& graph = static_cast<const faiss::IndexHNSW&>(*index_);
+    for (std::size_t q = 0; q < n; ++q) {
+      const auto hits = search_int8_graph(graph, queries + q * options_.dimension, fetch,
+                                          options_.hnsw_search_breadth, tombstones_ > 0 ? &live : nullptr);
+      for (std::size_t j = 0; j < fetch; ++j) {
+        similarities[q * fetch + j] = j < hits.size() ? hits[j].similarity : 0.0f;
+        rows[q * fetch + j] = j < hits.size() ? hits[j].row : -1;
+      }
+    }
   } else {
     faiss::SearchParameters params;
     if (tombstones_ > 0) params.sel = &live;
@@ -227,7 +211,7 @@ std::size_t VectorIndex::memory_bytes() const {
              graph.neighbors.capacity() * sizeof(faiss::HNSW::storage_idx_t) +
              graph.offsets.capacity() * sizeof(std::size_t) + graph.levels.capacity() * sizeof(int);
   } else {
-    bytes += static_cast<const faiss::IndexFlatCodes&>(*index_).codes.capacity();
+    bytes += static_cast<const SimdFlatIP&>(*index_).memory_bytes();
   }
   return bytes;
 }

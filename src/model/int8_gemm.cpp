@@ -4,6 +4,7 @@
 
 #include <cstring>
 
+#include "common/simd_accumulate.h"
 #include "model/cpu_features.h"
 #include "model/gemm_blocking.h"
 #include "model/vector_math.h"
@@ -30,15 +31,6 @@ struct BlockArgs {
   std::int64_t columns;  // valid columns in the block, (P - 1) * 16 < columns <= P * 16
 };
 
-// acc += u8 a . s8 b in groups of 4. Written as an asm statement because
-// GCC 12 compiles the intrinsic's tied operand into a register copy and a
-// stack store per call, which halved the kernel's throughput; the "+v"
-// constraint leaves the accumulator where it is.
-__attribute__((target("avx512f,avx512vnni"), always_inline)) inline void dot_accumulate(__m512i& acc, __m512i a,
-                                                                                           __m512i b) {
-  asm("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(a), "v"(b));
-}
-
 template <int R, int P>
 struct Int8Block {
   __attribute__((target("avx512f,avx512bw,avx512vnni"))) static void run(const BlockArgs& b) {
@@ -60,7 +52,7 @@ struct Int8Block {
         std::memcpy(&four, a + r * b.lda, sizeof four);
         const __m512i av = _mm512_set1_epi32(four);
 #pragma GCC unroll 8
-        for (int p = 0; p < P; ++p) dot_accumulate(acc[r][p], av, wv[p]);
+        for (int p = 0; p < P; ++p) simd::dot_accumulate_u8s8(acc[r][p], av, wv[p]);
       }
     }
     const __m512i zero_point = _mm512_set1_epi32(b.zero_point);

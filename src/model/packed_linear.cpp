@@ -6,6 +6,7 @@
 
 #include <stdexcept>
 
+#include "common/simd_accumulate.h"
 #include "model/cpu_features.h"
 #include "model/gemm_blocking.h"
 #include "model/vector_math.h"
@@ -28,12 +29,6 @@ struct BlockArgs {
   std::int64_t columns;  // valid columns in the block
 };
 
-// acc += a * b. An asm statement for the reason int8_gemm.cpp gives: GCC 12
-// otherwise copies and spills the accumulator array around each call.
-__attribute__((target("avx512f"), always_inline)) inline void fma_accumulate(__m512& acc, __m512 a, __m512 b) {
-  asm("vfmadd231ps %2, %1, %0" : "+v"(acc) : "v"(a), "v"(b));
-}
-
 template <int R, int P>
 struct Fp32Block {
   __attribute__((target("avx512f"))) static void run(const BlockArgs& b) {
@@ -53,7 +48,7 @@ struct Fp32Block {
       for (int r = 0; r < R; ++r) {
         const __m512 xv = _mm512_set1_ps(x[r * b.ldx]);
 #pragma GCC unroll 8
-        for (int p = 0; p < P; ++p) fma_accumulate(acc[r][p], xv, wv[p]);
+        for (int p = 0; p < P; ++p) simd::fma_accumulate(acc[r][p], xv, wv[p]);
       }
     }
 #pragma GCC unroll 8
