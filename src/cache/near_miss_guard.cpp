@@ -2,24 +2,12 @@
 
 #include <algorithm>
 #include <set>
+#include <stdexcept>
 
 #include "text/lexical_tokenizer.h"
 
 namespace rapidqa::cache {
 namespace {
-
-// A term matches a whole word (English) or a substring of CJK text (Chinese
-// has no spaces between words).
-bool contains_term(std::string_view text, const std::vector<text::LexicalToken>& tokens, const std::string& term) {
-  const bool cjk_term = !term.empty() && static_cast<unsigned char>(term[0]) >= 0x80;
-  if (cjk_term) return text.find(term) != std::string_view::npos;
-  return std::any_of(tokens.begin(), tokens.end(), [&](const text::LexicalToken& t) { return t.text == term; });
-}
-
-bool contains_any(std::string_view text, const std::vector<text::LexicalToken>& tokens,
-                  const std::vector<std::string>& terms) {
-  return std::any_of(terms.begin(), terms.end(), [&](const std::string& t) { return contains_term(text, tokens, t); });
-}
 
 std::multiset<std::string> numbers_in(std::string_view text) {
   std::multiset<std::string> numbers;
@@ -38,11 +26,12 @@ std::multiset<std::string> numbers_in(std::string_view text) {
 
 }  // namespace
 
-NearMissGuard::NearMissGuard()
-    : negations_{"not", "no", "never", "cant", "cannot", "dont", "doesnt", "didnt", "wont", "isnt", "arent",
-                 "wasnt", "havent", "hasnt", "couldnt", "shouldnt", "without", "unable",
-                 "不", "没", "别", "未", "无法", "非"},
-      opposites_{
+NearMissGuard::NearMissGuard() {
+  const std::vector<std::string> negations{
+      "not",    "no",     "never",    "cant",    "cannot",   "dont",    "doesnt", "didnt", "wont", "isnt", "arent",
+      "wasnt",  "havent", "hasnt",    "couldnt", "shouldnt", "without", "unable", "不",    "没",   "别",   "未",
+      "无法",   "非"};
+  const std::vector<std::pair<std::vector<std::string>, std::vector<std::string>>> opposites{
           {{"open", "opening", "opened"}, {"close", "closing", "closed"}},
           {{"activate", "activation", "enable", "unlock", "unfreeze", "unblock"},
            {"deactivate", "deactivation", "disable", "lock", "freeze", "block", "cancel"}},
@@ -60,18 +49,56 @@ NearMissGuard::NearMissGuard()
           {{"存款", "存钱", "存入"}, {"取款", "取钱", "取出"}},
           {{"登录", "登陆"}, {"退出", "登出"}},
           {{"下单", "购买", "买"}, {"取消订单", "退货", "卖"}},
-      } {}
+  };
+  // One bit per side of each pair, after the negation bit.
+  if (1 + 2 * opposites.size() > sizeof(TermFlags) * 8) throw std::logic_error("NearMissGuard: too many opposite pairs");
+  for (const auto& term : negations) add_term(term, 1);
+  for (std::size_t i = 0; i < opposites.size(); ++i) {
+    const auto& [left, right] = opposites[i];
+    for (const auto& term : left) add_term(term, TermFlags{1} << (1 + 2 * i));
+    for (const auto& term : right) add_term(term, TermFlags{1} << (2 + 2 * i));
+    opposite_names_.emplace_back(left.front(), right.front());
+  }
+}
+
+void NearMissGuard::add_term(const std::string& term, TermFlags flag) {
+  // A term matches a whole word (English) or a substring of CJK text
+  // (Chinese has no spaces between words).
+  const bool cjk = !term.empty() && static_cast<unsigned char>(term[0]) >= 0x80;
+  if (!cjk) {
+    word_flags_[term] |= flag;
+    return;
+  }
+  const auto same = std::find_if(cjk_flags_.begin(), cjk_flags_.end(), [&](const auto& t) { return t.first == term; });
+  if (same == cjk_flags_.end()) cjk_flags_.emplace_back(term, flag);
+  else same->second |= flag;
+}
+
+NearMissGuard::TermFlags NearMissGuard::flags_of(std::string_view question) const {
+  TermFlags flags = 0;
+  for (const auto& token : text::lexical_tokens(question)) {
+    const auto it = word_flags_.find(std::string(token.text));
+    if (it != word_flags_.end()) flags |= it->second;
+  }
+  const bool has_cjk = std::any_of(question.begin(), question.end(), [](char c) { return static_cast<unsigned char>(c) >= 0x80; });
+  if (has_cjk) {
+    for (const auto& [term, flag] : cjk_flags_) {
+      if (question.find(term) != std::string_view::npos) flags |= flag;
+    }
+  }
+  return flags;
+}
+
 
 std::string NearMissGuard::conflict(std::string_view a, std::string_view b) const {
-  const auto ta = text::lexical_tokens(a);
-  const auto tb = text::lexical_tokens(b);
-  if (contains_any(a, ta, negations_) != contains_any(b, tb, negations_)) return "negation";
-  for (const auto& [left, right] : opposites_) {
-    const bool a_left = contains_any(a, ta, left), a_right = contains_any(a, ta, right);
-    const bool b_left = contains_any(b, tb, left), b_right = contains_any(b, tb, right);
+  const TermFlags fa = flags_of(a), fb = flags_of(b);
+  if ((fa & 1) != (fb & 1)) return "negation";
+  for (std::size_t i = 0; i < opposite_names_.size(); ++i) {
+    const bool a_left = fa >> (1 + 2 * i) & 1, a_right = fa >> (2 + 2 * i) & 1;
+    const bool b_left = fb >> (1 + 2 * i) & 1, b_right = fb >> (2 + 2 * i) & 1;
     // One question only on one side, the other only on the other side.
     if ((a_left && !a_right && b_right && !b_left) || (a_right && !a_left && b_left && !b_right)) {
-      return left.front() + "/" + right.front();
+      return opposite_names_[i].first + "/" + opposite_names_[i].second;
     }
   }
   if (numbers_in(a) != numbers_in(b)) return "number";

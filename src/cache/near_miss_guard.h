@@ -7,8 +7,10 @@
 // Thread safety: immutable after construction; thread-safe.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -25,8 +27,15 @@ class NearMissGuard {
   std::string conflict(std::string_view cached_question, std::string_view new_question) const;
 
  private:
-  std::vector<std::string> negations_;
-  std::vector<std::pair<std::vector<std::string>, std::vector<std::string>>> opposites_;
+  // Which term sets a question touches, one bit each: bit 0 negation, then
+  // per opposite pair i, bit 1 + 2i its left side and bit 2 + 2i its right.
+  using TermFlags = std::uint64_t;
+  TermFlags flags_of(std::string_view question) const;
+  void add_term(const std::string& term, TermFlags flag);
+
+  std::vector<std::pair<std::string, std::string>> opposite_names_;  // each pair's first terms, for the reason
+  std::unordered_map<std::string, TermFlags> word_flags_;            // English terms: whole words
+  std::vector<std::pair<std::string, TermFlags>> cjk_flags_;         // Chinese terms: substrings
 };
 
 }  // namespace rapidqa::cache
