@@ -10,6 +10,7 @@
 #include "index/int8_rows.h"
 #include "index/simd_flat_index.h"
 #include "index/vector_index.h"
+#include "runtime/work_pool.h"
 
 using rapidqa::index::VectorIndex;
 using rapidqa::index::VectorIndexOptions;
@@ -292,4 +293,60 @@ TEST_CASE("The scan kernel follows the CPU and the environment's cap", "[index][
   CHECK(rapidqa::index::scan_kernel() == best);  // clamped to what the CPU runs
   rapidqa::index::set_scan_kernel(ScanKernel::kPortable);
   CHECK(rapidqa::index::scan_kernel() == ScanKernel::kPortable);
+}
+
+TEST_CASE("Exact and graph searches skip removed rows and still return the live top k", "[index]") {
+  const std::size_t dim = 96, n = 3000, k = 10;
+  const auto vectors = random_unit_vectors(n, dim, 25);
+  const auto queries = random_unit_vectors(6, dim, 26);
+  for (const bool graph : {false, true}) {
+    CAPTURE(graph);
+    VectorIndex index(VectorIndexOptions{dim, graph ? 100 : 100000, 32, 80, 256});
+    index.add_batch(labels_from(0, n), vectors.data());
+    // Every fifth label removed: too few for a compaction (a quarter), so
+    // the searches must skip them on the way.
+    for (std::size_t i = 0; i < n; i += 5) index.remove(static_cast<std::int64_t>(i));
+    REQUIRE(index.is_approximate() == graph);
+    const auto batch = index.search_batch(queries.data(), queries.size() / dim, k);
+    for (std::size_t q = 0; q < batch.size(); ++q) {
+      std::vector<std::pair<float, std::int64_t>> truth;
+      for (std::size_t r = 0; r < n; ++r) {
+        if (r % 5 == 0) continue;
+        truth.emplace_back(rapidqa::index::inner_product(queries.data() + q * dim, vectors.data() + r * dim, dim),
+                           static_cast<std::int64_t>(r));
+      }
+      std::sort(truth.begin(), truth.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+      REQUIRE(batch[q].size() == k);
+      for (const auto& hit : batch[q]) CHECK(hit.label % 5 != 0);
+      // Exact: the float scan's top k. Graph: its nearest at least.
+      if (!graph) {
+        for (std::size_t j = 0; j < k; ++j) CHECK(batch[q][j].label == truth[j].second);
+      } else {
+        CHECK(batch[q][0].label == truth[0].second);
+      }
+    }
+  }
+}
+
+TEST_CASE("Batched searches spread over the search pool return what single searches return", "[index]") {
+  const std::size_t dim = 64, n = 2500, k = 5, nq = 11;
+  const auto vectors = random_unit_vectors(n, dim, 27);
+  const auto queries = random_unit_vectors(nq, dim, 28);
+  rapidqa::runtime::resize_search_pool(2);
+  for (const bool graph : {false, true}) {
+    CAPTURE(graph);
+    VectorIndex index(VectorIndexOptions{dim, graph ? 100 : 100000});
+    index.add_batch(labels_from(0, n), vectors.data());
+    const auto batch = index.search_batch(queries.data(), nq, k);
+    REQUIRE(batch.size() == nq);
+    for (std::size_t q = 0; q < nq; ++q) {
+      const auto single = index.search(queries.data() + q * dim, k);
+      REQUIRE(batch[q].size() == single.size());
+      for (std::size_t j = 0; j < single.size(); ++j) {
+        CHECK(batch[q][j].label == single[j].label);
+        CHECK(batch[q][j].similarity == single[j].similarity);
+      }
+    }
+  }
+  rapidqa::runtime::resize_search_pool(1);
 }

@@ -16,7 +16,7 @@ namespace rapidqa {
 
 struct ComputeThreads {
   int intra_op = 0;  // threads for one model call (LibTorch, oneDNN, OpenBLAS); 0 = all cores
-  int search = 1;    // OpenMP threads FAISS uses for one query batch; 0 = 1
+  int search = 1;    // threads one batched vector search spreads its queries over; 0 = 1
 };
 
 // The largest thread count configure_compute_threads() accepts: 4 x the

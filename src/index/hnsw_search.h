@@ -1,11 +1,11 @@
 // The search walk over a FAISS HNSW graph whose storage is Int8FlatIP,
-// written for the int8 codes: the query is quantized once, every unvisited
-// neighbour of an expanded node is gathered and its code prefetched before
-// any is scored, and scores use AVX-512 VNNI where the CPU has it (the
-// float-times-int8 kernel elsewhere). FAISS 1.7.3's own walk scores one
-// neighbour at a time through a virtual call, with no prefetching, and
-// allocates a visited table per query; its graph, built by FAISS, is used
-// unchanged.
+// written for the int8 codes: the query is quantized once
+// (Int8CodeScorer), every unvisited neighbour of an expanded node is
+// gathered and its code prefetched before any is scored, and the visited
+// marks and heaps are per-thread buffers reused across searches. FAISS
+// 1.7.3's own walk scores one neighbour at a time through a virtual call,
+// with no prefetching, and allocates a visited table per query; its graph,
+// built by FAISS, is used unchanged.
 //
 // The walk is FAISS's: greedy descent through the upper levels, then a
 // best-first search of level 0 keeping the `breadth` (efSearch) best.

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -48,9 +49,15 @@ ScanKernel capped_by_environment(ScanKernel kernel) {
   return kernel;
 }
 
-// Rounds half away from zero (as lround) without a libm call per value;
-// non-finite values become 0. |x| is at most 127 here.
-int round_level(float x) { return std::isfinite(x) ? static_cast<int>(x + std::copysign(0.5f, x)) : 0; }
+// Rounds to the nearest integer, ties to even, as the AVX-512 path's
+// vcvtps2dq does, without a libm call per value: adding and subtracting
+// 1.5 * 2^23 leaves x rounded for |x| < 2^22 (IEEE arithmetic, which the
+// compiler may not fold without -ffast-math). Non-finite values become 0.
+int round_level(float x) {
+  if (!std::isfinite(x)) return 0;
+  constexpr float kMagic = 12582912.0f;
+  return static_cast<int>((x + kMagic) - kMagic);
+}
 
 std::atomic<ScanKernel>& active_kernel() {
   static std::atomic<ScanKernel> kernel{capped_by_environment(best_scan_kernel_for_cpu())};
@@ -271,6 +278,12 @@ const char* scan_kernel_name(ScanKernel kernel) {
 
 namespace {
 
+// x with its non-finite elements set to 0, as the scalar path counts them:
+// x - x is 0 exactly for finite x and NaN otherwise.
+__attribute__((target("avx512f"))) __m512 finite(__m512 x) {
+  return _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(_mm512_sub_ps(x, x), _mm512_setzero_ps(), _CMP_EQ_OQ), x);
+}
+
 // quantize_query's loop on AVX-512: one pass for max |q|, one to scale,
 // round (to nearest even) and offset; the scalar loop cost as much as
 // scanning a thousand rows.
@@ -278,19 +291,22 @@ __attribute__((target("avx512f,avx512bw"))) void quantize_query_avx512(const flo
                                                                         QueryCode& code) {
   __m512 max_abs = _mm512_setzero_ps();
   std::size_t j = 0;
-  for (; j + 16 <= d; j += 16) max_abs = _mm512_max_ps(max_abs, _mm512_abs_ps(_mm512_loadu_ps(query + j)));
+  for (; j + 16 <= d; j += 16) max_abs = _mm512_max_ps(max_abs, _mm512_abs_ps(finite(_mm512_loadu_ps(query + j))));
   float largest = _mm512_reduce_max_ps(max_abs);
-  for (std::size_t t = j; t < d; ++t) largest = std::max(largest, std::abs(query[t]));
+  for (std::size_t t = j; t < d; ++t) {
+    if (std::isfinite(query[t])) largest = std::max(largest, std::abs(query[t]));
+  }
   code.scale = largest > 0 && std::isfinite(largest) ? largest / 127.0f : 1.0f;
   const __m512 inverse = _mm512_set1_ps(1.0f / code.scale);
   const __m512i offset = _mm512_set1_epi32(code.offset), low = _mm512_set1_epi32(1), high = _mm512_set1_epi32(255);
   for (j = 0; j + 16 <= d; j += 16) {
-    __m512i level = _mm512_add_epi32(_mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(query + j), inverse)), offset);
+    __m512i level =
+        _mm512_add_epi32(_mm512_cvtps_epi32(_mm512_mul_ps(finite(_mm512_loadu_ps(query + j)), inverse)), offset);
     level = _mm512_min_epi32(_mm512_max_epi32(level, low), high);
     _mm_storeu_si128(reinterpret_cast<__m128i*>(code.bytes.data() + j), _mm512_cvtepi32_epi8(level));
   }
   for (; j < d; ++j) {
-    const int level = std::clamp(round_level(query[j] / code.scale), -127, 127);
+    const int level = std::clamp(round_level(query[j] * (1.0f / code.scale)), -127, 127);
     code.bytes[j] = static_cast<std::uint8_t>(level + code.offset);
   }
 }
@@ -298,6 +314,7 @@ __attribute__((target("avx512f,avx512bw"))) void quantize_query_avx512(const flo
 }  // namespace
 
 QueryCode quantize_query(const float* query, std::size_t d, ScanKernel kernel) {
+  kernel = std::min(kernel, best_scan_kernel_for_cpu());  // as score() will run it
   // AVX2's vpmaddubsw adds two u8 x s8 products in 16 bits: with 7-bit
   // queries (u <= 127) the pair sum stays under 32,767.
   const int levels = kernel == ScanKernel::kAvx2 ? 63 : 127;
@@ -309,13 +326,29 @@ QueryCode quantize_query(const float* query, std::size_t d, ScanKernel kernel) {
     return code;
   }
   float max_abs = 0;
-  for (std::size_t j = 0; j < d; ++j) max_abs = std::max(max_abs, std::abs(query[j]));
-  code.scale = max_abs > 0 && std::isfinite(max_abs) ? max_abs / static_cast<float>(levels) : 1.0f;
   for (std::size_t j = 0; j < d; ++j) {
-    const int level = std::clamp(round_level(query[j] / code.scale), -levels, levels);
+    if (std::isfinite(query[j])) max_abs = std::max(max_abs, std::abs(query[j]));
+  }
+  code.scale = max_abs > 0 ? max_abs / static_cast<float>(levels) : 1.0f;
+  const float inverse = 1.0f / code.scale;
+  for (std::size_t j = 0; j < d; ++j) {
+    const int level = std::clamp(round_level(query[j] * inverse), -levels, levels);
     code.bytes[j] = static_cast<std::uint8_t>(level + code.offset);
   }
   return code;
+}
+
+float quantize_row(const float* vector, std::size_t d, std::int8_t* codes) {
+  float max_abs = 0;
+  for (std::size_t j = 0; j < d; ++j) {
+    if (std::isfinite(vector[j])) max_abs = std::max(max_abs, std::abs(vector[j]));
+  }
+  const float scale = max_abs > 0 ? max_abs / 127.0f : 1.0f;
+  const float inverse = 1.0f / scale;
+  for (std::size_t j = 0; j < d; ++j) {
+    codes[j] = static_cast<std::int8_t>(std::clamp(round_level(vector[j] * inverse), -127, 127));
+  }
+  return scale;
 }
 
 Int8Rows::Int8Rows(std::size_t dimension) : dimension_(dimension) {}
@@ -326,18 +359,15 @@ void Int8Rows::append(std::size_t n, const float* vectors) {
   lines_.resize(needed_blocks * lines_per_block);
   scales_.resize(needed_blocks * kBlockRows, 0.0f);
   code_sums_.resize(needed_blocks * kBlockRows, 0);
+  std::vector<std::int8_t> codes(dimension_);
   for (std::size_t i = 0; i < n; ++i, ++rows_) {
-    const float* v = vectors + i * dimension_;
-    float max_abs = 0;
-    for (std::size_t j = 0; j < dimension_; ++j) max_abs = std::max(max_abs, std::abs(v[j]));
-    const float scale = max_abs > 0 && std::isfinite(max_abs) ? max_abs / 127.0f : 1.0f;
+    const float scale = quantize_row(vectors + i * dimension_, dimension_, codes.data());
     Line* block = lines_.data() + rows_ / kBlockRows * lines_per_block;
     const std::size_t slot = rows_ % kBlockRows;
     std::int32_t sum = 0;
     for (std::size_t j = 0; j < dimension_; ++j) {
-      const int level = std::clamp(round_level(v[j] / scale), -127, 127);
-      block[j / 4].bytes[slot * 4 + j % 4] = static_cast<std::int8_t>(level);
-      sum += static_cast<std::int32_t>(level);
+      block[j / 4].bytes[slot * 4 + j % 4] = codes[j];
+      sum += codes[j];
     }
     scales_[rows_] = scale;
     code_sums_[rows_] = sum;

@@ -54,6 +54,11 @@ struct QueryCode {
 };
 QueryCode quantize_query(const float* query, std::size_t d, ScanKernel kernel);
 
+// One vector as int8 codes, symmetric with its max |v|: codes[j] =
+// round(v[j] / scale), scale = max |v| / 127 (1 for a zero vector;
+// non-finite values code as 0). Returns the scale.
+float quantize_row(const float* vector, std::size_t d, std::int8_t* codes);
+
 class Int8Rows {
  public:
   static constexpr std::size_t kBlockRows = 16;

@@ -8,7 +8,10 @@
 #include <cstring>
 #include <functional>
 #include <limits>
+#include <optional>
 #include <vector>
+
+#include "index/int8_code_scorer.h"
 
 namespace rapidqa::index {
 namespace {
@@ -57,31 +60,6 @@ __attribute__((target("avx2,fma"))) float inner_product_int8_avx2(const float* q
   return result;
 }
 
-// Integer dot product of two int8 codes (graph construction compares stored
-// vectors with each other).
-__attribute__((target("avx2,fma"))) std::int32_t dot_int8_int8_avx2(const std::int8_t* a, const std::int8_t* b,
-                                                                    std::size_t d) {
-  __m256i acc = _mm256_setzero_si256();
-  std::size_t i = 0;
-  for (; i + 16 <= d; i += 16) {
-    const __m256i va = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a + i)));
-    const __m256i vb = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + i)));
-    acc = _mm256_add_epi32(acc, _mm256_madd_epi16(va, vb));
-  }
-  __m128i sum = _mm_add_epi32(_mm256_castsi256_si128(acc), _mm256_extracti128_si256(acc, 1));
-  sum = _mm_hadd_epi32(sum, sum);
-  sum = _mm_hadd_epi32(sum, sum);
-  std::int32_t result = _mm_cvtsi128_si32(sum);
-  for (; i < d; ++i) result += static_cast<std::int32_t>(a[i]) * b[i];
-  return result;
-}
-
-std::int32_t dot_int8_int8_portable(const std::int8_t* a, const std::int8_t* b, std::size_t d) {
-  std::int32_t result = 0;
-  for (std::size_t i = 0; i < d; ++i) result += static_cast<std::int32_t>(a[i]) * b[i];
-  return result;
-}
-
 float inner_product_int8_portable(const float* q, const std::int8_t* c, std::size_t d) {
   float result = 0;
   for (std::size_t i = 0; i < d; ++i) result += q[i] * static_cast<float>(c[i]);
@@ -90,7 +68,6 @@ float inner_product_int8_portable(const float* q, const std::int8_t* c, std::siz
 
 using Kernel = float (*)(const float*, const float*, std::size_t);
 using Int8Kernel = float (*)(const float*, const std::int8_t*, std::size_t);
-using CodeKernel = std::int32_t (*)(const std::int8_t*, const std::int8_t*, std::size_t);
 
 bool has_avx2_fma() {
   __builtin_cpu_init();
@@ -99,7 +76,6 @@ bool has_avx2_fma() {
 
 const Kernel kKernel = has_avx2_fma() ? inner_product_avx2 : inner_product_portable;
 const Int8Kernel kInt8Kernel = has_avx2_fma() ? inner_product_int8_avx2 : inner_product_int8_portable;
-const CodeKernel kCodeKernel = has_avx2_fma() ? dot_int8_int8_avx2 : dot_int8_int8_portable;
 
 }  // namespace
 
@@ -112,11 +88,14 @@ float int8_code_inner_product(const float* q, const std::uint8_t* code, std::siz
 
 namespace {
 
+// Graph construction over int8 storage: a new vector against stored codes
+// (the query quantized once per inserted vector) and stored codes against
+// each other.
 struct Int8IPComputer final : faiss::FlatCodesDistanceComputer {
   Int8IPComputer(const std::uint8_t* codes, std::size_t d)
       : faiss::FlatCodesDistanceComputer(codes, d + sizeof(float)), d(d) {}
-  void set_query(const float* x) override { query = x; }
-  float distance_to_code(const std::uint8_t* code) override { return int8_code_inner_product(query, code, d); }
+  void set_query(const float* x) override { scorer.emplace(x, d); }
+  float distance_to_code(const std::uint8_t* code) override { return scorer->score(code); }
   float symmetric_dis(idx_t i, idx_t j) override {
     const std::uint8_t* ci = codes + i * code_size;
     const std::uint8_t* cj = codes + j * code_size;
@@ -124,10 +103,10 @@ struct Int8IPComputer final : faiss::FlatCodesDistanceComputer {
     std::memcpy(&si, ci + d, sizeof si);
     std::memcpy(&sj, cj + d, sizeof sj);
     return si * sj *
-           static_cast<float>(kCodeKernel(reinterpret_cast<const std::int8_t*>(ci), reinterpret_cast<const std::int8_t*>(cj), d));
+           static_cast<float>(dot_codes(reinterpret_cast<const std::int8_t*>(ci), reinterpret_cast<const std::int8_t*>(cj), d));
   }
   std::size_t d;
-  const float* query = nullptr;
+  std::optional<Int8CodeScorer> scorer;
 };
 
 struct SimdIPComputer final : faiss::FlatCodesDistanceComputer {
@@ -324,10 +303,12 @@ void SimdFlatIP::search(idx_t n, const float* x, idx_t k, float* distances, idx_
       const float* query = x + (static_cast<std::size_t>(q0) + q) * dim;
       exact.clear();
       for (const auto& [approximate, row] : best[q].best()) {
-        exact.emplace_back(kKernel(query, get_xb() + static_cast<std::size_t>(row) * dim, dim), row);
+        const float score = kKernel(query, get_xb() + static_cast<std::size_t>(row) * dim, dim);
+        // A NaN (a non-finite stored vector) would break the sort's ordering.
+        exact.emplace_back(std::isnan(score) ? -std::numeric_limits<float>::infinity() : score, row);
       }
       // Best first; equal scores in row order, so results do not depend on
-      // the heap's order.
+      // the order the reservoir kept them in.
       std::sort(exact.begin(), exact.end(), [](const auto& a, const auto& b) {
         return a.first != b.first ? a.first > b.first : a.second < b.second;
       });
@@ -347,15 +328,8 @@ Int8FlatIP::Int8FlatIP(idx_t d)
 void Int8FlatIP::sa_encode(idx_t n, const float* x, std::uint8_t* bytes) const {
   const auto dim = static_cast<std::size_t>(d);
   for (idx_t i = 0; i < n; ++i) {
-    const float* v = x + static_cast<std::size_t>(i) * dim;
     std::uint8_t* code = bytes + static_cast<std::size_t>(i) * code_size;
-    float max_abs = 0;
-    for (std::size_t t = 0; t < dim; ++t) max_abs = std::max(max_abs, std::abs(v[t]));
-    const float scale = max_abs > 0 ? max_abs / 127.0f : 1.0f;
-    for (std::size_t t = 0; t < dim; ++t) {
-      const long q = std::lround(v[t] / scale);
-      reinterpret_cast<std::int8_t*>(code)[t] = static_cast<std::int8_t>(std::clamp<long>(q, -127, 127));
-    }
+    const float scale = quantize_row(x + static_cast<std::size_t>(i) * dim, dim, reinterpret_cast<std::int8_t*>(code));
     std::memcpy(code + dim, &scale, sizeof scale);
   }
 }

@@ -5,10 +5,14 @@
 #include <faiss/impl/IDSelector.h>
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <stdexcept>
 
 #include "index/hnsw_search.h"
+#include "index/int8_rows.h"
 #include "index/simd_flat_index.h"
+#include "runtime/work_pool.h"
 
 namespace rapidqa::index {
 namespace {
@@ -37,7 +41,8 @@ VectorIndex& VectorIndex::operator=(VectorIndex&&) noexcept = default;
 std::unique_ptr<faiss::Index> VectorIndex::make_index(bool approximate) const {
   const auto d = static_cast<faiss::Index::idx_t>(options_.dimension);
   if (!approximate) return std::make_unique<SimdFlatIP>(d);
-  // HNSW over int8 storage with our AVX2 kernel (see the header comment).
+  // HNSW over int8 storage (see the header comment), searched by
+  // search_int8_graph.
   auto hnsw = std::make_unique<faiss::IndexHNSW>(new Int8FlatIP(d), options_.hnsw_neighbors);
   hnsw->own_fields = true;
   hnsw->is_trained = true;
@@ -142,22 +147,35 @@ std::vector<std::vector<Neighbor>> VectorIndex::search_batch(const float* querie
   std::vector<float> similarities(n * fetch);
   std::vector<faiss::Index::idx_t> rows(n * fetch);
   LiveRows live(row_label_);
-  const auto nq = static_cast<faiss::Index::idx_t>(n);
-  const auto kq = static_cast<faiss::Index::idx_t>(fetch);
-  if (approximate_) {
+  faiss::IDSelector* sel = tombstones_ > 0 ? &live : nullptr;  // FAISS 1.7.3 takes it non-const
+  // Queries in groups of the scan's width (one pass over the codes serves a
+  // group), the groups spread over the search pool.
+  constexpr std::size_t kGroup = Int8Rows::kMaxQueries;
+  const auto groups = static_cast<std::int64_t>((n + kGroup - 1) / kGroup);
+  const auto search_group = [&](std::int64_t g) {
+    const std::size_t first = static_cast<std::size_t>(g) * kGroup, count = std::min(kGroup, n - first);
+    const float* group_queries = queries + first * options_.dimension;
+    if (!approximate_) {
+      faiss::SearchParameters params;
+      params.sel = sel;
+      index_->search(static_cast<faiss::Index::idx_t>(count), group_queries, static_cast<faiss::Index::idx_t>(fetch),
+                     similarities.data() + first * fetch, rows.data() + first * fetch, &params);
+      return;
+    }
     const auto& graph = static_cast<const faiss::IndexHNSW&>(*index_);
-    for (std::size_t q = 0; q < n; ++q) {
-      const auto hits = search_int8_graph(graph, queries + q * options_.dimension, fetch,
-                                          options_.hnsw_search_breadth, tombstones_ > 0 ? &live : nullptr);
+    for (std::size_t q = first; q < first + count; ++q) {
+      const auto hits =
+          search_int8_graph(graph, queries + q * options_.dimension, fetch, options_.hnsw_search_breadth, sel);
       for (std::size_t j = 0; j < fetch; ++j) {
         similarities[q * fetch + j] = j < hits.size() ? hits[j].similarity : 0.0f;
         rows[q * fetch + j] = j < hits.size() ? hits[j].row : -1;
       }
     }
+  };
+  if (groups == 1) {
+    search_group(0);
   } else {
-    faiss::SearchParameters params;
-    if (tombstones_ > 0) params.sel = &live;
-    index_->search(nq, queries, kq, similarities.data(), rows.data(), &params);
+    runtime::search_pool()->run(groups, search_group);
   }
   for (std::size_t q = 0; q < n; ++q) {
     auto& out = results[q];
@@ -170,7 +188,8 @@ std::vector<std::vector<Neighbor>> VectorIndex::search_batch(const float* querie
       const float similarity = approximate_
           ? inner_product(queries + q * options_.dimension, row_vector(row), options_.dimension)
           : similarities[q * fetch + j];
-      out.push_back({label, similarity});
+      // NaN (a non-finite vector) would break the sort's ordering below.
+      out.push_back({label, std::isnan(similarity) ? -std::numeric_limits<float>::infinity() : similarity});
     }
     if (approximate_) {
       std::sort(out.begin(), out.end(), [](const Neighbor& a, const Neighbor& b) { return a.similarity > b.similarity; });
@@ -182,9 +201,7 @@ std::vector<std::vector<Neighbor>> VectorIndex::search_batch(const float* querie
 
 void VectorIndex::set_search_breadth(int breadth) {
   options_.hnsw_search_breadth = breadth;
-  // FAISS 1.7.3 walks the bottom layer with the index's own efSearch and
-  // ignores SearchParametersHNSW::efSearch there, so the per-search
-  // parameter alone would change nothing.
+  // Kept in FAISS's field too, so the graph reads as it is searched.
   if (approximate_) static_cast<faiss::IndexHNSW&>(*index_).hnsw.efSearch = breadth;
 }
 

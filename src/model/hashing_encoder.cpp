@@ -58,6 +58,7 @@ class IdfTable {
     slots_.assign(slots, Slot{});
     mask_ = slots - 1;
     count_ = idf.size();
+    zero_hash_value_.reset();
     for (const auto& [hash, value] : idf) {
       if (hash == kEmpty) {
         zero_hash_value_ = value;

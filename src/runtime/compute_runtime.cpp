@@ -31,11 +31,9 @@ namespace rapidqa {
 namespace {
 constexpr int kThreadsPerCore = 4;
 constexpr int kMinThreadLimit = 4;
-std::atomic<int> g_search{1};
 }  // namespace
 
 namespace runtime {
-int configured_search_threads() { return g_search.load(std::memory_order_relaxed); }
 
 ScopedTrainingThreads::ScopedTrainingThreads(int threads)
     : previous_intra_op_(at::get_num_threads()),
@@ -87,10 +85,9 @@ Status configure_compute_threads(const ComputeThreads& threads) {
     runtime::resize_compute_pool(intra);
     if (at::get_num_threads() != 1) at::set_num_threads(1);
     if (openblas_set_num_threads) openblas_set_num_threads(1);
-    // FAISS's OpenMP team size is chosen per search call (see
-    // index::ScopedSearchThreads), never set process-wide here: LibTorch's
-    // OpenMP pool shares the same runtime.
-    g_search.store(search);
+    // Batched vector searches spread their queries over a pool of their
+    // own (index::VectorIndex::search_batch), apart from the model's.
+    runtime::resize_search_pool(search);
     return Status::ok();
   });
 }
@@ -103,7 +100,7 @@ std::string build_info() {
                       TORCH_VERSION_MINOR, TORCH_VERSION_PATCH, at::get_num_threads(),
                       runtime::compute_pool()->threads());
   info += fmt::format("FAISS     {}.{}.{} (search threads {})\n", FAISS_VERSION_MAJOR, FAISS_VERSION_MINOR,
-                      FAISS_VERSION_PATCH, g_search.load());
+                      FAISS_VERSION_PATCH, runtime::search_pool()->threads());
   info += fmt::format("oneDNN    {}.{}.{} (cpu runtime {})\n", dnnl->major, dnnl->minor, dnnl->patch,
                       dnnl->cpu_runtime == DNNL_RUNTIME_OMP ? "OpenMP" : "other");
   if (openblas_get_config) {

@@ -1,11 +1,8 @@
-// Thread counts configured through configure_compute_threads(), for the
-// layers that size their own parallel work.
+// Thread settings the layers that size their own parallel work share
+// (the pools themselves: runtime/work_pool.h).
 #pragma once
 
 namespace rapidqa::runtime {
-
-// OpenMP threads for a FAISS search of more than one query (at least 1).
-int configured_search_threads();
 
 // Thread settings for training while it lasts: LibTorch's autograd spends
 // its time in products it hands to OpenBLAS whole, so OpenBLAS gets the

@@ -183,26 +183,45 @@ void WorkPool::run(std::int64_t count, const std::function<void(std::int64_t)>& 
 }
 
 namespace {
-std::mutex g_pool_mu;
-std::shared_ptr<WorkPool> g_pool;  // guarded by g_pool_mu
+
+// One process-wide pool, created on first use with `initial` threads and
+// replaced by resize(); calls in flight finish on the pool they started on.
+class PoolSlot {
+ public:
+  std::shared_ptr<WorkPool> get(int initial) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!pool_) pool_ = std::make_shared<WorkPool>(initial);
+    return pool_;
+  }
+  void resize(int threads) {
+    std::shared_ptr<WorkPool> old;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (pool_ && pool_->threads() == threads) return;
+      old = std::move(pool_);
+      pool_ = std::make_shared<WorkPool>(threads);
+    }
+    // `old` is joined here, outside the lock, once its last caller lets go.
+  }
+
+ private:
+  std::mutex mu_;
+  std::shared_ptr<WorkPool> pool_;  // guarded by mu_
+};
+
+PoolSlot g_compute_pool, g_search_pool;
+
 }  // namespace
 
 std::shared_ptr<WorkPool> compute_pool() {
-  std::lock_guard<std::mutex> lock(g_pool_mu);
-  if (!g_pool) g_pool = std::make_shared<WorkPool>(static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
-  return g_pool;
+  return g_compute_pool.get(static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
 }
 
-void resize_compute_pool(int threads) {
-  std::shared_ptr<WorkPool> old;
-  {
-    std::lock_guard<std::mutex> lock(g_pool_mu);
-    if (g_pool && g_pool->threads() == threads) return;
-    old = std::move(g_pool);
-    g_pool = std::make_shared<WorkPool>(threads);
-  }
-  // `old` is joined here, outside the lock, once its last caller lets go.
-}
+void resize_compute_pool(int threads) { g_compute_pool.resize(threads); }
+
+std::shared_ptr<WorkPool> search_pool() { return g_search_pool.get(1); }
+
+void resize_search_pool(int threads) { g_search_pool.resize(threads); }
 
 void parallel_tasks(std::int64_t count, const std::function<void(std::int64_t)>& task) {
   compute_pool()->run(count, task);

@@ -49,6 +49,11 @@ class WorkPool {
 std::shared_ptr<WorkPool> compute_pool();
 void resize_compute_pool(int threads);
 
+// The pool batched vector searches spread their queries over, sized by
+// ComputeThreads::search (one thread, no workers, until configured).
+std::shared_ptr<WorkPool> search_pool();
+void resize_search_pool(int threads);
+
 // Shorthand: compute_pool()->run(count, task).
 void parallel_tasks(std::int64_t count, const std::function<void(std::int64_t)>& task);
 
