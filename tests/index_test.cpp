@@ -301,7 +301,7 @@ TEST_CASE("Exact and graph searches skip removed rows and still return the live 
   const auto queries = random_unit_vectors(6, dim, 26);
   for (const bool graph : {false, true}) {
     CAPTURE(graph);
-    VectorIndex index(VectorIndexOptions{dim, graph ? 100 : 100000, 32, 80, 256});
+    VectorIndex index(VectorIndexOptions{dim, graph ? std::size_t{100} : std::size_t{100000}, 32, 80, 256});
     index.add_batch(labels_from(0, n), vectors.data());
     // Every fifth label removed: too few for a compaction (a quarter), so
     // the searches must skip them on the way.
@@ -335,7 +335,7 @@ TEST_CASE("Batched searches spread over the search pool return what single searc
   rapidqa::runtime::resize_search_pool(2);
   for (const bool graph : {false, true}) {
     CAPTURE(graph);
-    VectorIndex index(VectorIndexOptions{dim, graph ? 100 : 100000});
+    VectorIndex index(VectorIndexOptions{dim, graph ? std::size_t{100} : std::size_t{100000}});
     index.add_batch(labels_from(0, n), vectors.data());
     const auto batch = index.search_batch(queries.data(), nq, k);
     REQUIRE(batch.size() == nq);
