@@ -2,7 +2,6 @@
 
 #include <immintrin.h>
 
-#include <algorithm>
 #include <cstring>
 
 #include "common/simd_accumulate.h"
@@ -58,14 +57,10 @@ __attribute__((target("avx2"))) std::int32_t dot_codes_avx2(const std::int8_t* a
 
 Int8CodeScorer::Int8CodeScorer(const float* query, std::size_t d)
     : query_(query), d_(d), kernel_(scan_kernel()) {
-  if (kernel_ == ScanKernel::kPortable) return;
-  const QueryCode code = quantize_query(query, d, kernel_);
-  // Padded with zeros: the VNNI tail load of a code is masked, and the AVX2
-  // tail runs scalar, so the padding is never multiplied with a code byte.
-  bytes_.assign((d + 63) / 64 * 64, 0);
-  std::copy(code.bytes.begin(), code.bytes.begin() + static_cast<std::ptrdiff_t>(d), bytes_.begin());
-  scale_ = code.scale;
-  offset_ = code.offset;
+  // Whole 64-byte loads of the query never read past it (QueryCode pads);
+  // the VNNI tail load of a code is masked and the AVX2 tail runs scalar,
+  // so the padding is never multiplied with a code byte.
+  if (kernel_ != ScanKernel::kPortable) code_ = quantize_query(query, d, kernel_);
 }
 
 void Int8CodeScorer::prefetch(const std::uint8_t* code) const {
@@ -93,12 +88,12 @@ __attribute__((target("avx512f,avx512bw,avx512vnni"))) float Int8CodeScorer::sco
   for (std::size_t j = 0; j < d_; j += 64) {
     const __mmask64 valid = d_ - j >= 64 ? ~0ULL : (~0ULL) >> (64 - (d_ - j));
     const __m512i c = _mm512_maskz_loadu_epi8(valid, code + j);
-    simd::dot_accumulate_u8s8(dot, _mm512_loadu_si512(bytes_.data() + j), c);
+    simd::dot_accumulate_u8s8(dot, _mm512_loadu_si512(code_.bytes.data() + j), c);
     simd::dot_accumulate_u8s8(sum, ones, c);
   }
   const std::int32_t centred =
-      _mm512_reduce_add_epi32(_mm512_sub_epi32(dot, _mm512_mullo_epi32(sum, _mm512_set1_epi32(offset_))));
-  return static_cast<float>(centred) * code_scale(code, d_) * scale_;
+      _mm512_reduce_add_epi32(_mm512_sub_epi32(dot, _mm512_mullo_epi32(sum, _mm512_set1_epi32(code_.offset))));
+  return static_cast<float>(centred) * code_scale(code, d_) * code_.scale;
 }
 
 // The same with vpmaddubsw (7-bit query bytes: the 16-bit pair sums cannot
@@ -109,15 +104,15 @@ __attribute__((target("avx2"))) float Int8CodeScorer::score_avx2(const std::uint
   std::size_t j = 0;
   for (; j + 32 <= d_; j += 32) {
     const __m256i c = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(code + j));
-    const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bytes_.data() + j));
+    const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(code_.bytes.data() + j));
     dot = _mm256_add_epi32(dot, _mm256_madd_epi16(_mm256_maddubs_epi16(q, c), ones16));
     sum = _mm256_add_epi32(sum, _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, c), ones16));
   }
-  std::int32_t centred = horizontal_sum(dot) - offset_ * horizontal_sum(sum);
+  std::int32_t centred = horizontal_sum(dot) - code_.offset * horizontal_sum(sum);
   for (; j < d_; ++j) {
-    centred += (static_cast<std::int32_t>(bytes_[j]) - offset_) * static_cast<std::int8_t>(code[j]);
+    centred += (static_cast<std::int32_t>(code_.bytes[j]) - code_.offset) * static_cast<std::int8_t>(code[j]);
   }
-  return static_cast<float>(centred) * code_scale(code, d_) * scale_;
+  return static_cast<float>(centred) * code_scale(code, d_) * code_.scale;
 }
 
 std::int32_t dot_codes(const std::int8_t* a, const std::int8_t* b, std::size_t d) {

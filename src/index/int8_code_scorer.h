@@ -10,7 +10,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <vector>
 
 #include "index/int8_rows.h"
 
@@ -32,9 +31,7 @@ class Int8CodeScorer {
   const float* query_;
   std::size_t d_;
   ScanKernel kernel_;
-  std::vector<std::uint8_t> bytes_;  // the quantized query, zero-padded to whole 64-byte loads
-  float scale_ = 1;
-  std::int32_t offset_ = 0;
+  QueryCode code_;  // the quantized query (unused by the portable path)
 };
 
 // sum a_j b_j of two codes' int8 values (graph construction compares stored

@@ -296,7 +296,7 @@ __attribute__((target("avx512f,avx512bw"))) void quantize_query_avx512(const flo
   for (std::size_t t = j; t < d; ++t) {
     if (std::isfinite(query[t])) largest = std::max(largest, std::abs(query[t]));
   }
-  code.scale = largest > 0 && std::isfinite(largest) ? largest / 127.0f : 1.0f;
+  code.scale = largest > 0 ? largest / 127.0f : 1.0f;  // largest is finite: non-finite elements read as 0
   const __m512 inverse = _mm512_set1_ps(1.0f / code.scale);
   const __m512i offset = _mm512_set1_epi32(code.offset), low = _mm512_set1_epi32(1), high = _mm512_set1_epi32(255);
   for (j = 0; j + 16 <= d; j += 16) {
@@ -313,6 +313,25 @@ __attribute__((target("avx512f,avx512bw"))) void quantize_query_avx512(const flo
 
 }  // namespace
 
+namespace {
+
+// Symmetric quantization to [-levels, levels] with the vector's own max |v|
+// (non-finite values ignored for the range and coded as 0): store(j, level)
+// for each element; returns the scale (1 for a zero vector).
+template <typename Store>
+float quantize_symmetric(const float* v, std::size_t d, int levels, Store&& store) {
+  float max_abs = 0;
+  for (std::size_t j = 0; j < d; ++j) {
+    if (std::isfinite(v[j])) max_abs = std::max(max_abs, std::abs(v[j]));
+  }
+  const float scale = max_abs > 0 ? max_abs / static_cast<float>(levels) : 1.0f;
+  const float inverse = 1.0f / scale;
+  for (std::size_t j = 0; j < d; ++j) store(j, std::clamp(round_level(v[j] * inverse), -levels, levels));
+  return scale;
+}
+
+}  // namespace
+
 QueryCode quantize_query(const float* query, std::size_t d, ScanKernel kernel) {
   kernel = std::min(kernel, best_scan_kernel_for_cpu());  // as score() will run it
   // AVX2's vpmaddubsw adds two u8 x s8 products in 16 bits: with 7-bit
@@ -320,35 +339,19 @@ QueryCode quantize_query(const float* query, std::size_t d, ScanKernel kernel) {
   const int levels = kernel == ScanKernel::kAvx2 ? 63 : 127;
   QueryCode code;
   code.offset = levels + 1;
-  code.bytes.assign((d + 3) / 4 * 4, static_cast<std::uint8_t>(code.offset));
-  if (kernel == ScanKernel::kAvx512Vnni && best_scan_kernel_for_cpu() == ScanKernel::kAvx512Vnni) {
+  code.bytes.assign((d + 63) / 64 * 64, static_cast<std::uint8_t>(code.offset));
+  if (kernel == ScanKernel::kAvx512Vnni) {
     quantize_query_avx512(query, d, code);
     return code;
   }
-  float max_abs = 0;
-  for (std::size_t j = 0; j < d; ++j) {
-    if (std::isfinite(query[j])) max_abs = std::max(max_abs, std::abs(query[j]));
-  }
-  code.scale = max_abs > 0 ? max_abs / static_cast<float>(levels) : 1.0f;
-  const float inverse = 1.0f / code.scale;
-  for (std::size_t j = 0; j < d; ++j) {
-    const int level = std::clamp(round_level(query[j] * inverse), -levels, levels);
+  code.scale = quantize_symmetric(query, d, levels, [&](std::size_t j, int level) {
     code.bytes[j] = static_cast<std::uint8_t>(level + code.offset);
-  }
+  });
   return code;
 }
 
 float quantize_row(const float* vector, std::size_t d, std::int8_t* codes) {
-  float max_abs = 0;
-  for (std::size_t j = 0; j < d; ++j) {
-    if (std::isfinite(vector[j])) max_abs = std::max(max_abs, std::abs(vector[j]));
-  }
-  const float scale = max_abs > 0 ? max_abs / 127.0f : 1.0f;
-  const float inverse = 1.0f / scale;
-  for (std::size_t j = 0; j < d; ++j) {
-    codes[j] = static_cast<std::int8_t>(std::clamp(round_level(vector[j] * inverse), -127, 127));
-  }
-  return scale;
+  return quantize_symmetric(vector, d, 127, [&](std::size_t j, int level) { codes[j] = static_cast<std::int8_t>(level); });
 }
 
 Int8Rows::Int8Rows(std::size_t dimension) : dimension_(dimension) {}

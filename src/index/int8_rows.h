@@ -46,7 +46,8 @@ ScanKernel best_scan_kernel_for_cpu();
 // (clamped to what the CPU can run). Not for use while searches run.
 void set_scan_kernel(ScanKernel kernel);
 
-// One query quantized for a kernel: d rounded up to a multiple of 4 bytes.
+// One query quantized for a kernel: d bytes padded with the offset (0 once
+// centred) to whole 64-byte loads.
 struct QueryCode {
   std::vector<std::uint8_t> bytes;
   float scale = 0;       // q ~ scale * (bytes - offset)

@@ -163,9 +163,6 @@ void top_k_search(faiss::Index::idx_t n, faiss::Index::idx_t ntotal, std::size_t
   }
 }
 
-}  // namespace
-
-namespace {
 
 // The best `capacity` (score, row) pairs offered so far, kept as a
 // reservoir of up to twice that: when it fills, nth_element keeps the best
@@ -221,9 +218,6 @@ std::size_t rerank_count(std::size_t k, std::size_t rows) {
   return k + std::clamp<std::size_t>(slack, 8, 64);
 }
 
-}  // namespace
-
-namespace {
 
 // Sets a first threshold before any score is offered: if `capacity` blocks
 // of 16 rows each hold a score of at least m, at least `capacity` scores

@@ -144,7 +144,7 @@ std::vector<std::vector<Neighbor>> VectorIndex::search_batch(const float* querie
   // The graph ranks by int8 scores: fetch a few more candidates than asked
   // and let the exact scores decide the final order.
   const std::size_t fetch = approximate_ ? std::min(label_to_row_.size(), std::max(2 * k, k + 16)) : k;
-  std::vector<float> similarities(n * fetch);
+  std::vector<float> similarities(approximate_ ? 0 : n * fetch);  // exact mode's scores
   std::vector<faiss::Index::idx_t> rows(n * fetch);
   LiveRows live(row_label_);
   faiss::IDSelector* sel = tombstones_ > 0 ? &live : nullptr;  // FAISS 1.7.3 takes it non-const
@@ -166,12 +166,12 @@ std::vector<std::vector<Neighbor>> VectorIndex::search_batch(const float* querie
     for (std::size_t q = first; q < first + count; ++q) {
       const auto hits =
           search_int8_graph(graph, queries + q * options_.dimension, fetch, options_.hnsw_search_breadth, sel);
-      for (std::size_t j = 0; j < fetch; ++j) {
-        similarities[q * fetch + j] = j < hits.size() ? hits[j].similarity : 0.0f;
-        rows[q * fetch + j] = j < hits.size() ? hits[j].row : -1;
-      }
+      // Only the rows: their exact similarities are computed below.
+      for (std::size_t j = 0; j < fetch; ++j) rows[q * fetch + j] = j < hits.size() ? hits[j].row : -1;
     }
   };
+  // One group (every single-query search) stays off the pool: no pool
+  // lock and no OpenMP setting on the hot path.
   if (groups == 1) {
     search_group(0);
   } else {
