@@ -9,14 +9,43 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 
 #include <fmt/format.h>
 
 #include "rapidqa/qa_engine.h"
+#include "rapidqa/version.h"
+#if RAPIDQA_HAS_MODELS
 #include "rapidqa/quantizer.h"
 #include "rapidqa/transformer_encoder.h"
+#endif
+
+// The C enums are the C++ ones, value for value: the casts below rely on it.
+static_assert(RQA_OK == static_cast<int>(rapidqa::StatusCode::kOk) &&
+              RQA_INVALID_ARGUMENT == static_cast<int>(rapidqa::StatusCode::kInvalidArgument) &&
+              RQA_NOT_FOUND == static_cast<int>(rapidqa::StatusCode::kNotFound) &&
+              RQA_ALREADY_EXISTS == static_cast<int>(rapidqa::StatusCode::kAlreadyExists) &&
+              RQA_OUT_OF_RANGE == static_cast<int>(rapidqa::StatusCode::kOutOfRange) &&
+              RQA_FAILED_PRECONDITION == static_cast<int>(rapidqa::StatusCode::kFailedPrecondition) &&
+              RQA_RESOURCE_EXHAUSTED == static_cast<int>(rapidqa::StatusCode::kResourceExhausted) &&
+              RQA_DEADLINE_EXCEEDED == static_cast<int>(rapidqa::StatusCode::kDeadlineExceeded) &&
+              RQA_DATA_LOSS == static_cast<int>(rapidqa::StatusCode::kDataLoss) &&
+              RQA_IO_ERROR == static_cast<int>(rapidqa::StatusCode::kIoError) &&
+              RQA_UNAVAILABLE == static_cast<int>(rapidqa::StatusCode::kUnavailable) &&
+              RQA_INTERNAL == static_cast<int>(rapidqa::StatusCode::kInternal),
+              "rqa_status and rapidqa::StatusCode disagree");
+static_assert(RQA_TIER_RESULT_CACHE == static_cast<int>(rapidqa::AnswerTier::kResultCache) &&
+              RQA_TIER_SEMANTIC_CACHE == static_cast<int>(rapidqa::AnswerTier::kSemanticCache) &&
+              RQA_TIER_KNOWLEDGE == static_cast<int>(rapidqa::AnswerTier::kKnowledge) &&
+              RQA_TIER_FALLBACK == static_cast<int>(rapidqa::AnswerTier::kFallback) &&
+              RQA_TIER_KNOWLEDGE_CACHE == static_cast<int>(rapidqa::AnswerTier::kKnowledgeCache),
+              "rqa_tier and rapidqa::AnswerTier disagree");
+static_assert(RQA_LOG_INFO == static_cast<int>(rapidqa::LogLevel::kInfo) &&
+              RQA_LOG_WARNING == static_cast<int>(rapidqa::LogLevel::kWarning) &&
+              RQA_LOG_ERROR == static_cast<int>(rapidqa::LogLevel::kError),
+              "rqa_log_level and rapidqa::LogLevel disagree");
 
 struct rqa_engine {
   std::unique_ptr<rapidqa::QAEngine> engine;
@@ -26,12 +55,35 @@ struct rqa_answer {
   rapidqa::Answer answer;
 };
 
-#define RAPIDQA_STRINGIFY_INNER(x) #x
-#define RAPIDQA_STRINGIFY(x) RAPIDQA_STRINGIFY_INNER(x)
 
 namespace {
 
 thread_local std::string t_last_error;
+
+// The process-wide log callback (rqa_log_set). Engines hold a sink that
+// reads it per message, so a change reaches engines created before it.
+struct LogTarget {
+  std::mutex mu;
+  rqa_log_callback callback = nullptr;  // null: stderr
+  void* user_data = nullptr;
+};
+LogTarget& log_target() {
+  static LogTarget* target = new LogTarget;  // never destroyed: threads may log during exit
+  return *target;
+}
+
+rapidqa::LogSink c_log_sink() {
+  return [stderr_sink = rapidqa::stderr_log_sink()](rapidqa::LogLevel level, const std::string& message) {
+    LogTarget& target = log_target();
+    std::lock_guard<std::mutex> lock(target.mu);
+    if (target.callback) {
+      target.callback(static_cast<rqa_log_level>(level), message.c_str(), target.user_data);
+    } else {
+      stderr_sink(level, message);
+    }
+  };
+}
+
 
 rqa_status to_c(rapidqa::StatusCode code) {
   using rapidqa::StatusCode;
@@ -64,6 +116,15 @@ rqa_status report(const rapidqa::Status& status) {
   }
   return fail(to_c(status.code()), status.message());
 }
+
+#if !RAPIDQA_HAS_MODELS
+rqa_status models_not_built(const char* what) {
+  return fail(RQA_FAILED_PRECONDITION,
+              fmt::format("{} needs the models component, and this rapidqa was built without it "
+                          "(rqa_components() is \"{}\"; build with -DRAPIDQA_WITH_MODELS=ON)",
+                          what, RAPIDQA_COMPONENTS_TEXT));
+}
+#endif
 
 rqa_status null_argument(const char* name) {
   return fail(RQA_INVALID_ARGUMENT, std::string(name) + " must not be NULL");
@@ -168,6 +229,7 @@ rqa_status rqa_engine_create(const rqa_engine_options* options, rqa_engine** out
       }
     }
     rapidqa::EngineOptions o;
+    o.log = c_log_sink();
     o.hashing.dimension = c.hashing_dimension;
     o.min_answer_score = c.min_answer_score;
     // A TTL of 0 keeps nothing: the tier is off.
@@ -180,6 +242,7 @@ rqa_status rqa_engine_create(const rqa_engine_options* options, rqa_engine** out
     o.threads.intra_op = c.intra_op_threads;
     // Fields past the original layout only count when the caller's struct has them.
     const bool has_models = c.struct_size >= offsetof(rqa_engine_options, encoder_pooling_cls) + sizeof(int);
+#if RAPIDQA_HAS_MODELS
     if (has_models && c.encoder_model_dir && *c.encoder_model_dir) {
       rapidqa::TransformerEncoderOptions eo;
       eo.model_dir = c.encoder_model_dir;
@@ -195,6 +258,10 @@ rqa_status rqa_engine_create(const rqa_engine_options* options, rqa_engine** out
       if (!reader) return report(reader.status());
       o.reader = std::move(reader).value();
     }
+#else
+    if (has_models && c.encoder_model_dir && *c.encoder_model_dir) return models_not_built("encoder_model_dir");
+    if (has_models && c.reader_model_dir && *c.reader_model_dir) return models_not_built("reader_model_dir");
+#endif
     const bool has_redis = c.struct_size >= offsetof(rqa_engine_options, redis_port) + sizeof(int);
     if (has_redis && c.redis_host && *c.redis_host) {
       o.redis.host = c.redis_host;
@@ -420,6 +487,10 @@ rqa_status rqa_quantize_model(const char* model_dir, const char* out_dir, const 
     if (report_out) *report_out = nullptr;
     if (!model_dir) return null_argument("model_dir");
     if (!out_dir) return null_argument("out_dir");
+#if !RAPIDQA_HAS_MODELS
+    (void)mode, (void)precision_table, (void)calibration_file;
+    return models_not_built("rqa_quantize_model");
+#else
     rapidqa::QuantizerOptions options;
     const std::string m = mode ? mode : "dynamic";
     if (m == "static") {
@@ -443,6 +514,7 @@ rqa_status rqa_quantize_model(const char* model_dir, const char* out_dir, const 
       *report_out = buffer;
     }
     return report(rapidqa::Status::ok());
+#endif
   });
 }
 
@@ -472,9 +544,17 @@ const char* rqa_tier_name(rqa_tier tier) {
   return rapidqa::answer_tier_name(static_cast<rapidqa::AnswerTier>(tier));
 }
 
-const char* rqa_version(void) {
-  return RAPIDQA_STRINGIFY(RQA_VERSION_MAJOR) "." RAPIDQA_STRINGIFY(RQA_VERSION_MINOR) "." RAPIDQA_STRINGIFY(
-      RQA_VERSION_PATCH);
+const char* rqa_version(void) { return RAPIDQA_VERSION_STRING; }
+
+const char* rqa_components(void) { return RAPIDQA_COMPONENTS_TEXT; }
+
+void rqa_log_set(rqa_log_callback callback, void* user_data) {
+  LogTarget& target = log_target();
+  std::lock_guard<std::mutex> lock(target.mu);
+  target.callback = callback;
+  target.user_data = user_data;
 }
+
+void rqa_log_discard(rqa_log_level, const char*, void*) {}
 
 }  // extern "C"

@@ -7,8 +7,17 @@ find_package(BLAS REQUIRED)
 find_package(LAPACK REQUIRED)
 find_package(faiss REQUIRED)
 
-find_package(Torch REQUIRED)
-find_package(dnnl REQUIRED)
+# LibTorch and oneDNN only for the models and tools components: the core
+# builds and runs without them (-DRAPIDQA_WITH_MODELS=OFF).
+if(RAPIDQA_WITH_MODELS)
+  find_package(Torch QUIET)
+  find_package(dnnl QUIET)
+  if(NOT Torch_FOUND OR NOT dnnl_FOUND)
+    message(FATAL_ERROR "RAPIDQA_WITH_MODELS needs LibTorch (libtorch-dev) and oneDNN (libdnnl-dev), which were "
+                        "not found. Install them (scripts/setup.sh does), or configure with "
+                        "-DRAPIDQA_WITH_MODELS=OFF to build rapidqa::core alone.")
+  endif()
+endif()
 find_package(fmt REQUIRED)
 find_package(nlohmann_json 3 REQUIRED)
 find_package(utf8proc REQUIRED)
@@ -17,15 +26,27 @@ find_package(Threads REQUIRED)
 find_package(OpenSSL REQUIRED COMPONENTS Crypto)
 # hiredis ships a pkg-config file but no CMake config on Debian 12.
 find_package(PkgConfig REQUIRED)
-pkg_check_modules(HIREDIS REQUIRED IMPORTED_TARGET hiredis)
+set(RAPIDQA_REDIS_LIBRARIES)
+if(RAPIDQA_WITH_REDIS)
+  pkg_check_modules(HIREDIS IMPORTED_TARGET hiredis)
+  if(NOT HIREDIS_FOUND)
+    message(FATAL_ERROR "RAPIDQA_WITH_REDIS needs hiredis (libhiredis-dev), which was not found. Install it, or "
+                        "configure with -DRAPIDQA_WITH_REDIS=OFF (engines then refuse redis options).")
+  endif()
+  set(RAPIDQA_REDIS_LIBRARIES PkgConfig::HIREDIS)
+endif()
 
 # TorchConfig puts its own flags into TORCH_CXX_FLAGS (the C++11 ABI switch);
 # they must reach every translation unit that includes LibTorch.
 separate_arguments(RAPIDQA_TORCH_CXX_FLAGS UNIX_COMMAND "${TORCH_CXX_FLAGS}")
 
-set(RAPIDQA_PRIVATE_DEPS
-  faiss ${TORCH_LIBRARIES} DNNL::dnnl fmt::fmt nlohmann_json::nlohmann_json
-  utf8proc::utf8proc PkgConfig::HIREDIS OpenSSL::Crypto OpenMP::OpenMP_CXX ${BLAS_LIBRARIES} Threads::Threads)
+set(RAPIDQA_CORE_DEPS
+  faiss fmt::fmt nlohmann_json::nlohmann_json utf8proc::utf8proc ${RAPIDQA_REDIS_LIBRARIES} OpenSSL::Crypto
+  OpenMP::OpenMP_CXX ${BLAS_LIBRARIES} Threads::Threads)
+set(RAPIDQA_MODEL_DEPS)
+if(RAPIDQA_WITH_MODELS)
+  set(RAPIDQA_MODEL_DEPS ${TORCH_LIBRARIES} DNNL::dnnl fmt::fmt ${BLAS_LIBRARIES} Threads::Threads)
+endif()
 
 find_program(CCACHE_PROGRAM ccache)
 if(CCACHE_PROGRAM AND NOT CMAKE_CXX_COMPILER_LAUNCHER)

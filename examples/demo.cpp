@@ -14,7 +14,10 @@
 #include <nlohmann/json.hpp>
 
 #include <rapidqa/qa_engine.h>
+#include <rapidqa/version.h>
+#if RAPIDQA_HAS_MODELS
 #include <rapidqa/transformer_encoder.h>
+#endif
 #include "common/line_reader.h"
 #include "tool_support.h"
 
@@ -130,6 +133,7 @@ int tool_main(int argc, char** argv) {
   if (const int rc = parse_args(argc, argv, options); rc != 0) return rc < 0 ? 0 : rc;
 
   rapidqa::EngineOptions engine_options;
+#if RAPIDQA_HAS_MODELS
   if (!options.model_dir.empty()) {
     rapidqa::TransformerEncoderOptions encoder_options;
     encoder_options.model_dir = options.model_dir;
@@ -151,6 +155,13 @@ int tool_main(int argc, char** argv) {
     }
     engine_options.reader = std::move(reader).value();
   }
+#else
+  if (!options.model_dir.empty() || !options.reader_dir.empty()) {
+    std::fprintf(stderr, "rapidqa-demo: --model and --reader need the models component, and this rapidqa was "
+                         "built without it (-DRAPIDQA_WITH_MODELS=OFF)\n");
+    return 2;
+  }
+#endif
   auto engine = rapidqa::QAEngine::create(std::move(engine_options));
   if (!engine) {
     std::fprintf(stderr, "rapidqa-demo: %s\n", engine.status().to_string().c_str());

@@ -9,6 +9,9 @@
 #
 # Run as root (or with sudo available) on a fresh machine; later runs skip
 # the install when every package is present. BUILD_DIR overrides ./build.
+# RAPIDQA_COMPONENTS=core installs and builds rapidqa::core alone (no
+# LibTorch, no oneDNN; the model tools, model tests and benchmarks are left
+# out); the default builds every component.
 set -euo pipefail
 
 mode=${1:-demo}
@@ -26,14 +29,24 @@ jobs=$(nproc 2>/dev/null || echo 2)
 # redis-server is only run by the tests and benchmarks, which start their own
 # on a free loopback port; the system service the package may start is not
 # used.
-packages=(
-  build-essential cmake ninja-build ccache pkg-config git
-  libtorch-dev libfaiss-dev libdnnl-dev ocl-icd-opencl-dev opencl-c-headers
-  libopenblas0-pthread libopenblas-dev liblapack-dev
+components=${RAPIDQA_COMPONENTS:-all}
+case "$components" in core|all) ;; *) echo "RAPIDQA_COMPONENTS must be core or all, not '$components'" >&2; exit 2 ;; esac
+core_packages=(
+  build-essential cmake ninja-build ccache pkg-config git binutils
+  libfaiss-dev libopenblas0-pthread libopenblas-dev liblapack-dev
   libfmt-dev nlohmann-json3-dev libutf8proc-dev libhiredis-dev redis-server libssl-dev
-  catch2 libbenchmark-dev
-  python3-torch
+  catch2
 )
+model_packages=(
+  libtorch-dev libdnnl-dev ocl-icd-opencl-dev opencl-c-headers
+  libbenchmark-dev python3-torch
+)
+packages=("${core_packages[@]}")
+cmake_options=(-DRAPIDQA_WITH_MODELS=OFF)
+if [ "$components" = all ]; then
+  packages+=("${model_packages[@]}")
+  cmake_options=(-DRAPIDQA_WITH_MODELS=ON)
+fi
 
 missing=()
 for p in "${packages[@]}"; do
@@ -49,7 +62,7 @@ if ((${#missing[@]})); then
 fi
 
 echo "==> configuring in $build_dir"
-cmake -S "$root" -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release
+cmake -S "$root" -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release "${cmake_options[@]}"
 echo "==> building with $jobs jobs"
 cmake --build "$build_dir" -j "$jobs"
 

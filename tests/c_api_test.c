@@ -19,6 +19,11 @@ static void test_version(void) {
   char expected[32];
   snprintf(expected, sizeof expected, "%d.%d.%d", RQA_VERSION_MAJOR, RQA_VERSION_MINOR, RQA_VERSION_PATCH);
   CHECK(strcmp(rqa_version(), expected) == 0);
+  CHECK(strcmp(rqa_version(), RAPIDQA_VERSION_STRING) == 0);
+  CHECK(strncmp(rqa_components(), "core", 4) == 0);
+#if RAPIDQA_HAS_MODELS
+  CHECK(strcmp(rqa_components(), "core models tools") == 0);
+#endif
   CHECK(strcmp(rqa_status_string(RQA_NOT_FOUND), "not found") == 0);
   CHECK(strcmp(rqa_tier_name(RQA_TIER_SEMANTIC_CACHE), "semantic_cache") == 0);
 }
@@ -119,6 +124,7 @@ static void test_ask_and_change(void) {
   rqa_engine_destroy(engine);
 }
 
+#if RAPIDQA_HAS_MODELS
 static void test_models_and_encode(void) {
   rqa_engine* engine = NULL;
   rqa_engine* hashing = NULL;
@@ -167,6 +173,29 @@ static void test_models_and_encode(void) {
   CHECK(rqa_engine_create(&options, &engine) == RQA_INVALID_ARGUMENT);
   CHECK(strstr(rqa_last_error(), "qa_outputs") != NULL);
 }
+
+#else
+/* Built without the models component: model directories and quantization
+ * are refused with a message that says why; the hashing encoder answers. */
+static void test_models_and_encode(void) {
+  rqa_engine* engine = NULL;
+  rqa_engine_options options;
+
+  CHECK(strstr(rqa_components(), "models") == NULL);
+  rqa_engine_options_init(&options);
+  options.encoder_model_dir = "/any/model";
+  CHECK(rqa_engine_create(&options, &engine) == RQA_FAILED_PRECONDITION);
+  CHECK(engine == NULL);
+  CHECK(strstr(rqa_last_error(), "encoder_model_dir") != NULL);
+  CHECK(strstr(rqa_last_error(), "models component") != NULL);
+  options.encoder_model_dir = NULL;
+  options.reader_model_dir = "/any/reader";
+  CHECK(rqa_engine_create(&options, &engine) == RQA_FAILED_PRECONDITION);
+  CHECK(strstr(rqa_last_error(), "reader_model_dir") != NULL);
+  CHECK(rqa_quantize_model("/any/model", "/any/out", NULL, NULL, NULL, NULL) == RQA_FAILED_PRECONDITION);
+  CHECK(strstr(rqa_last_error(), "rqa_quantize_model") != NULL);
+}
+#endif
 
 static void test_tenants_and_corrections(void) {
   rqa_engine* engine = NULL;
@@ -248,6 +277,7 @@ static void test_tenants_and_corrections(void) {
 /* Redis sync from C: a host that does not answer still gives an engine
  * that answers (it logs and retries); a bad port is refused; a caller
  * built before the Redis fields existed gets none. */
+#if RAPIDQA_HAS_REDIS
 static void test_redis_options(void) {
   rqa_engine* engine = NULL;
   rqa_answer* answer = NULL;
@@ -276,6 +306,57 @@ static void test_redis_options(void) {
   rqa_engine_destroy(engine);
 }
 
+/* Background events reach the callback set with rqa_log_set: here the
+ * relay's report that Redis cannot be reached. */
+struct log_capture {
+  int messages;
+  rqa_log_level last_level;
+  char last[512];
+};
+
+static void capture_log(rqa_log_level level, const char* message, void* user_data) {
+  struct log_capture* capture = (struct log_capture*)user_data;
+  ++capture->messages;
+  capture->last_level = level;
+  snprintf(capture->last, sizeof capture->last, "%s", message);
+}
+
+static void test_log_callback(void) {
+  struct log_capture capture;
+  rqa_engine* engine = NULL;
+  rqa_engine_options options;
+
+  memset(&capture, 0, sizeof capture);
+  rqa_log_set(capture_log, &capture);
+  rqa_engine_options_init(&options);
+  options.redis_host = "127.0.0.1";
+  options.redis_port = 1; /* nothing listens there */
+  CHECK(rqa_engine_create(&options, &engine) == RQA_OK);
+  rqa_engine_destroy(engine); /* joins the relay: capture is stable after */
+  rqa_log_set(NULL, NULL);
+  CHECK(capture.messages > 0);
+  CHECK(capture.last_level == RQA_LOG_WARNING || capture.last_level == RQA_LOG_ERROR);
+  CHECK(strstr(capture.last, "edis") != NULL);
+
+  /* The discard callback silences; it takes any arguments. */
+  rqa_log_set(rqa_log_discard, NULL);
+  rqa_log_discard(RQA_LOG_ERROR, "ignored", NULL);
+  rqa_log_set(NULL, NULL);
+}
+#else
+static void test_redis_options(void) {
+  rqa_engine* engine = NULL;
+  rqa_engine_options options;
+
+  rqa_engine_options_init(&options);
+  options.redis_host = "127.0.0.1";
+  CHECK(rqa_engine_create(&options, &engine) == RQA_FAILED_PRECONDITION);
+  CHECK(strstr(rqa_last_error(), "RAPIDQA_WITH_REDIS") != NULL);
+}
+static void test_log_callback(void) {}
+#endif
+
+#if RAPIDQA_HAS_MODELS
 /* A model quantized through the C ABI, then answered with. */
 static void test_quantize_model(void) {
   const char* out_dir = RAPIDQA_QUANTIZED_DIR;
@@ -308,12 +389,16 @@ static void test_quantize_model(void) {
   rqa_answer_destroy(answer);
   rqa_engine_destroy(engine);
 }
+#else
+static void test_quantize_model(void) {}
+#endif
 
 int main(void) {
   test_version();
   test_null_and_bad_options();
   test_ask_and_change();
   test_redis_options();
+  test_log_callback();
   test_models_and_encode();
   test_tenants_and_corrections();
   test_quantize_model();

@@ -1,7 +1,5 @@
 #include "rapidqa/semantic_cache.h"
 
-#include <faiss/Clustering.h>
-
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -19,7 +17,8 @@
 #include "cache/tier_store.h"
 #include "common/bounded_json.h"
 #include "common/guard.h"
-#include "index/simd_flat_index.h"
+#include "index/inner_product.h"
+#include "index/spherical_kmeans.h"
 #include "index/vector_index.h"
 
 namespace rapidqa {
@@ -420,16 +419,7 @@ std::vector<CachedIntent> SemanticCache::top_intents(std::size_t intents, const 
   const std::size_t n = slots.size();
   if (n == 0) return {};
   const std::size_t k = std::min(intents, n);
-  faiss::ClusteringParameters params;
-  params.spherical = true;  // the vectors are unit length: cluster by cosine
-  params.niter = 25;
-  params.nredo = 8;  // k-means from one start is brittle on few points: keep the best of several
-  params.seed = 1234;
-  params.min_points_per_centroid = 1;
-  params.verbose = false;
-  faiss::Clustering clustering(static_cast<int>(d), static_cast<int>(k), params);
-  index::SimdFlatIP assign(static_cast<faiss::Index::idx_t>(d));
-  clustering.train(static_cast<faiss::Index::idx_t>(n), vectors.data(), assign);
+  const std::vector<float> centroids = index::spherical_kmeans(vectors.data(), n, d, k);
   // Nearest centre of every question, and the question nearest each centre.
   std::vector<std::size_t> members(k, 0);
   std::vector<float> best(k, -2.0f);
@@ -438,7 +428,7 @@ std::vector<CachedIntent> SemanticCache::top_intents(std::size_t intents, const 
     std::size_t centre = 0;
     float similarity = -2.0f;
     for (std::size_t c = 0; c < k; ++c) {
-      const float s = index::inner_product(vectors.data() + i * d, clustering.centroids.data() + c * d, d);
+      const float s = index::inner_product(vectors.data() + i * d, centroids.data() + c * d, d);
       if (s > similarity) {
         similarity = s;
         centre = c;

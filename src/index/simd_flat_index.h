@@ -17,15 +17,10 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "index/inner_product.h"
 #include "index/int8_rows.h"
 
 namespace rapidqa::index {
-
-// Inner product of two float vectors of length d (AVX2/FMA when available).
-float inner_product(const float* a, const float* b, std::size_t d);
-// Inner product of a float query with one Int8FlatIP code (d int8 values,
-// then the float scale).
-float int8_code_inner_product(const float* q, const std::uint8_t* code, std::size_t d);
 
 struct SimdFlatIP final : faiss::IndexFlatIP {
   explicit SimdFlatIP(idx_t d) : faiss::IndexFlatIP(d), int8_rows(static_cast<std::size_t>(d)) {}

@@ -11,6 +11,7 @@
 
 #include "common/bounded_file.h"
 #include "common/bounded_json.h"
+#include "model/model_runtime.h"
 
 namespace rapidqa::model {
 namespace fs = std::filesystem;
@@ -44,6 +45,7 @@ bool vocabulary_looks_uncased(const std::string& model_dir, const text::WordPiec
 }  // namespace
 
 Result<ModelBundle> load_model_bundle(const std::string& model_dir, int lower_case) {
+  use_single_threaded_libraries();
   auto model = load_transformer(model_dir);
   if (!model) return model.status();
   const fs::path vocab = fs::path(model_dir) / "vocab.txt";

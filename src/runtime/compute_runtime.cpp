@@ -1,11 +1,10 @@
-// The only place outside the model runtime that includes LibTorch: it owns
-// the process-wide thread settings of every numeric library we link.
+// The process-wide thread settings of every numeric library rapidqa links.
+// LibTorch and oneDNN belong to the models library: when it is linked it
+// defines the two hooks below (model/model_runtime.cpp), and the core, which
+// never includes LibTorch, calls them through weak references.
 #include "rapidqa/compute_runtime.h"
 
-#include <ATen/Parallel.h>
 #include <faiss/Index.h>
-#include <oneapi/dnnl/dnnl.h>
-#include <torch/version.h>
 #include <utf8proc.h>
 
 #include <atomic>
@@ -15,9 +14,8 @@
 #include <fmt/format.h>
 
 #include "common/guard.h"
-#include "runtime/compute_threads.h"
 #include "runtime/work_pool.h"
-#include "rapidqa/rapidqa.h"
+#include "rapidqa/version.h"
 
 // OpenBLAS's own controls; weak so a build against another BLAS still links.
 extern "C" {
@@ -27,32 +25,18 @@ char* openblas_get_corename(void) __attribute__((weak));
 char* openblas_get_config(void) __attribute__((weak));
 }
 
+namespace rapidqa::model {
+// Defined by the models library when it is linked; null otherwise.
+[[gnu::weak]] void use_single_threaded_libraries();
+[[gnu::weak]] std::string libraries_build_info();
+}  // namespace rapidqa::model
+
 namespace rapidqa {
 namespace {
 constexpr int kThreadsPerCore = 4;
 constexpr int kMinThreadLimit = 4;
 }  // namespace
 
-namespace runtime {
-
-ScopedTrainingThreads::ScopedTrainingThreads(int threads)
-    : previous_intra_op_(at::get_num_threads()),
-      previous_blas_(openblas_get_num_threads ? openblas_get_num_threads() : 0) {
-  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  const int wanted = threads > 0 ? threads : cores;
-  // One team again, the other way round: OpenBLAS's. Between two products
-  // an idle OpenMP team spins and takes the cores from OpenBLAS's threads
-  // (twice the time per epoch, measured); LibTorch's element-wise work is
-  // small next to the products.
-  if (at::get_num_threads() != 1) at::set_num_threads(1);
-  if (openblas_set_num_threads) openblas_set_num_threads(wanted);
-}
-
-ScopedTrainingThreads::~ScopedTrainingThreads() {
-  if (at::get_num_threads() != previous_intra_op_) at::set_num_threads(previous_intra_op_);
-  if (openblas_set_num_threads && previous_blas_ > 0) openblas_set_num_threads(previous_blas_);
-}
-}  // namespace runtime
 
 int max_compute_threads() {
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -83,7 +67,7 @@ Status configure_compute_threads(const ComputeThreads& threads) {
     // (and OpenMP's spinning barrier collapses when the host takes a core),
     // so both run single-threaded.
     runtime::resize_compute_pool(intra);
-    if (at::get_num_threads() != 1) at::set_num_threads(1);
+    if (model::use_single_threaded_libraries) model::use_single_threaded_libraries();
     if (openblas_set_num_threads) openblas_set_num_threads(1);
     // Batched vector searches spread their queries over a pool of their
     // own (index::VectorIndex::search_batch), apart from the model's.
@@ -93,16 +77,13 @@ Status configure_compute_threads(const ComputeThreads& threads) {
 }
 
 std::string build_info() {
-  const dnnl_version_t* dnnl = dnnl_version();
   std::string info;
-  info += fmt::format("rapidqa   {}\n", rqa_version());
-  info += fmt::format("LibTorch  {}.{}.{} (its own intra-op threads {}; the runtime's pool {})\n", TORCH_VERSION_MAJOR,
-                      TORCH_VERSION_MINOR, TORCH_VERSION_PATCH, at::get_num_threads(),
-                      runtime::compute_pool()->threads());
-  info += fmt::format("FAISS     {}.{}.{} (search threads {})\n", FAISS_VERSION_MAJOR, FAISS_VERSION_MINOR,
-                      FAISS_VERSION_PATCH, runtime::search_pool()->threads());
-  info += fmt::format("oneDNN    {}.{}.{} (cpu runtime {})\n", dnnl->major, dnnl->minor, dnnl->patch,
-                      dnnl->cpu_runtime == DNNL_RUNTIME_OMP ? "OpenMP" : "other");
+  info += fmt::format("rapidqa   {}\n", RAPIDQA_VERSION_STRING);
+  info += fmt::format("threads   model pool {}, search pool {}\n", runtime::compute_pool()->threads(),
+                      runtime::search_pool()->threads());
+  info += model::libraries_build_info ? model::libraries_build_info()
+                                      : std::string("models    not linked (no LibTorch, no oneDNN)\n");
+  info += fmt::format("FAISS     {}.{}.{}\n", FAISS_VERSION_MAJOR, FAISS_VERSION_MINOR, FAISS_VERSION_PATCH);
   if (openblas_get_config) {
     info += fmt::format("OpenBLAS  {} core {} (threads {})\n", openblas_get_config(),
                         openblas_get_corename ? openblas_get_corename() : "?",

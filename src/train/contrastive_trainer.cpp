@@ -10,7 +10,7 @@
 #include "common/guard.h"
 #include "model/model_bundle.h"
 #include "rapidqa/compute_runtime.h"
-#include "runtime/compute_threads.h"
+#include "train/training_threads.h"
 #include "train/trainable_bert.h"
 
 namespace rapidqa::train {
@@ -191,7 +191,7 @@ Result<TrainingReport> train_contrastive(TrainableBert& model, const text::WordP
   report.pairs_per_epoch = count_pairs(plan.front());
 
   return detail::guarded("training", [&]() -> Result<TrainingReport> {
-    const runtime::ScopedTrainingThreads threads(options.threads);
+    const ScopedTrainingThreads threads(options.threads);
     torch::manual_seed(options.seed);
     // Decay only matrices and embeddings, as BERT does: shrinking a
     // LayerNorm gain or a bias toward zero only fights the normalisation.

@@ -2,7 +2,7 @@
 // (the pools themselves: runtime/work_pool.h).
 #pragma once
 
-namespace rapidqa::runtime {
+namespace rapidqa::train {
 
 // Thread settings for training while it lasts: LibTorch's autograd spends
 // its time in products it hands to OpenBLAS whole, so OpenBLAS gets the
@@ -23,4 +23,4 @@ class ScopedTrainingThreads {
   int previous_blas_;  // 0 when OpenBLAS is not the BLAS linked
 };
 
-}  // namespace rapidqa::runtime
+}  // namespace rapidqa::train

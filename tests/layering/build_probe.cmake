@@ -1,0 +1,19 @@
+# Builds one layering probe. EXPECT is "compiles", or the header whose
+# include must fail the build as not found.
+execute_process(COMMAND ${CMAKE_COMMAND} --build ${BUILD_DIR} --target ${TARGET}
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out)
+if(EXPECT STREQUAL "compiles")
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "${TARGET} should compile (it includes only allowed layers), but:\n${out}")
+  endif()
+  message(STATUS "${TARGET} compiles")
+else()
+  if(rc EQUAL 0)
+    message(FATAL_ERROR "${TARGET} compiled: an include of ${EXPECT} from a lower layer was not refused")
+  endif()
+  string(FIND "${out}" "${EXPECT}: No such file or directory" found)
+  if(found EQUAL -1)
+    message(FATAL_ERROR "${TARGET} failed, but not because ${EXPECT} was not found:\n${out}")
+  endif()
+  message(STATUS "${TARGET} refused: ${EXPECT} is not visible from that layer")
+endif()
