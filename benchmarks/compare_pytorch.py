@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Runs the transformer runtime side by side with PyTorch eager on the same
-shapes and thread count, and prints the README table.
+shapes and thread count, and prints the table of docs/model-performance.md.
 
     /usr/bin/python3 benchmarks/compare_pytorch.py --bench build/benchmarks/rapidqa-bench [--threads 2]
 

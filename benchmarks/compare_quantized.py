@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""The Quantizer's README tables: rapidqa FP32 and INT8 against PyTorch FP32
-and PyTorch's dynamic quantization (quantize_dynamic, onednn engine), on the
-same random BERT-base and MiniLM-L6 weights, in one run.
+"""The Quantizer's tables (docs/model-performance.md): rapidqa FP32 and INT8
+against PyTorch FP32 and PyTorch's dynamic quantization (quantize_dynamic,
+onednn engine), on the same random BERT-base and MiniLM-L6 weights, in one
+run.
 
     /usr/bin/python3 benchmarks/compare_quantized.py --bench build/benchmarks/rapidqa-bench [--threads 2]
 

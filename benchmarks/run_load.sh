@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The load study behind the README's "Under load" tables, in one run:
+# The load study behind the tables of docs/load-study.md, in one run:
 #   1. a MiniLM-L6-shaped random model (benchmarks/python/make_load_model.py),
 #   2. a sweep of offered rates for every batching mode,
 #   3. capacity C = the highest rate at which no batching holds the p99 target,

@@ -87,7 +87,7 @@ typedef struct rqa_engine_options {
   const char* reader_model_dir;        /* question-answering model directory for extractive answers */
   int encoder_pooling_cls;             /* nonzero: [CLS] pooling; zero: mean pooling (0) */
   /* Sharing knowledge changes with other engine processes through Redis
-   * (see the README). NULL or "" = none. Redis being unreachable is not an
+   * (see docs/redis.md). NULL or "" = none. Redis being unreachable is not an
    * error: the engine starts, logs to stderr and keeps retrying. Borrowed
    * during create. */
   const char* redis_host;              /* Redis host name or address */

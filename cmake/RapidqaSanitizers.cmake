@@ -1,4 +1,4 @@
-# Sanitizer and fuzzing builds (README "Sanitizers and fuzzing").
+# Sanitizer and fuzzing builds (docs/hardening.md, "Sanitizers and fuzzing").
 #
 #   RAPIDQA_SANITIZE=address  AddressSanitizer + UndefinedBehaviorSanitizer
 #   RAPIDQA_SANITIZE=thread   ThreadSanitizer

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The long checks that keep rapidqa hardened (README "Sanitizers and
-# fuzzing"): sanitizer builds of the whole test suite, and the fuzzers.
+# The long checks that keep rapidqa hardened (docs/hardening.md, "Sanitizers
+# and fuzzing"): sanitizer builds of the whole test suite, and the fuzzers.
 #
 #   scripts/long-checks.sh asan           # build-asan: clang, ASan+UBSan, fuzz targets; the whole ctest
 #   scripts/long-checks.sh tsan           # build-tsan: clang, TSan; ctest -L nomodel

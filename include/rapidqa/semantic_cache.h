@@ -43,7 +43,7 @@ struct SemanticCacheOptions {
   std::size_t capacity_bytes = std::size_t{256} << 20;  // most bytes (answers, questions, vectors, index; 256 MiB); 0 = no bound
   EvictionPolicy eviction = EvictionPolicy::kLeastRecentlyUsed;  // what goes first when full
   std::size_t exact_index_limit = 4096;         // above this many vectors, search HNSW instead of flat
-  // The HNSW graph of each namespace (see README "Semantic cache at scale":
+  // The HNSW graph of each namespace (see docs/semantic-cache-scale.md:
   // these give recall@1 0.9985 at 100k entries; 1M needs a search breadth
   // of about 256 for 0.99).
   int hnsw_neighbors = 32;                      // graph degree (M), >= 2

@@ -47,8 +47,8 @@ struct TransformerEncoderOptions {
   // (uncased when it holds no upper-case word), 0: keep case, 1: lower-case.
   int lower_case = -1;
   // Run the model's FP32 layers in bfloat16: up to twice as fast and half
-  // the weight memory, vectors within about 1e-2 of FP32's (README,
-  // "Performance"). Needs a CPU with AVX512-BF16 or AMX; elsewhere load()
+  // the weight memory, vectors within about 1e-2 of FP32's
+  // (docs/performance.md). Needs a CPU with AVX512-BF16 or AMX; elsewhere load()
   // fails with kFailedPrecondition.
   bool bf16 = false;
 };
