@@ -19,6 +19,7 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -26,6 +27,7 @@
 #include <memory>
 #include <random>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -78,7 +80,33 @@ void usage(std::FILE* to = stderr) {
                "         --before S (10)  --after S (20)  --clients N (512)  --seed N\n");
 }
 
-bool parse(int argc, char** argv, Settings& s) {
+// A number option's value; anything else (a typo, a unit suffix, a
+// negative rate) is a usage error that names the option.
+double number_arg(const std::string& option, const std::string& text) {
+  std::size_t used = 0;
+  double v = 0;
+  try {
+    v = std::stod(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != text.size() || !std::isfinite(v) || v < 0) {
+    throw std::invalid_argument(option + " needs a non-negative number, not '" + text + "'");
+  }
+  return v;
+}
+
+std::uint64_t whole_arg(const std::string& option, const std::string& text) {
+  const bool digits = !text.empty() && text.find_first_not_of("0123456789") == std::string::npos;
+  try {
+    if (digits) return std::stoull(text);
+  } catch (const std::out_of_range&) {
+  }
+  throw std::invalid_argument(option + " needs a whole number, not '" + text + "'");
+}
+
+// Throws std::invalid_argument with the problem; --help is handled before.
+void parse(int argc, char** argv, Settings& s) {
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto value = [&]() -> std::string {
@@ -91,22 +119,22 @@ bool parse(int argc, char** argv, Settings& s) {
     else if (a == "--mode") s.mode = value();
     else if (a == "--qps") {
       s.qps.clear();
-      for (const auto& q : split(value(), ',')) s.qps.push_back(std::stod(q));
-    } else if (a == "--from") s.from_qps = std::stod(value());
-    else if (a == "--to") s.to_qps = std::stod(value());
-    else if (a == "--duration") s.duration_s = std::stod(value());
-    else if (a == "--before") s.step_before_s = std::stod(value());
-    else if (a == "--after") s.step_after_s = std::stod(value());
-    else if (a == "--target") s.target = milliseconds(std::stoll(value()));
+      for (const auto& q : split(value(), ',')) s.qps.push_back(number_arg(a, q));
+    } else if (a == "--from") s.from_qps = number_arg(a, value());
+    else if (a == "--to") s.to_qps = number_arg(a, value());
+    else if (a == "--duration") s.duration_s = number_arg(a, value());
+    else if (a == "--before") s.step_before_s = number_arg(a, value());
+    else if (a == "--after") s.step_after_s = number_arg(a, value());
+    else if (a == "--target") s.target = milliseconds(whole_arg(a, value()));
     else if (a == "--csv") s.csv = value();
-    else if (a == "--clients") s.clients = std::stoul(value());
-    else if (a == "--seed") s.seed = std::stoull(value());
-    else if (a == "--help" || a == "-h") return false;
-    else if (a.rfind("--", 0) != 0 && s.command.empty()) s.command = a;
+    else if (a == "--clients") s.clients = whole_arg(a, value());
+    else if (a == "--seed") s.seed = whole_arg(a, value());
+    else if (a.rfind("-", 0) != 0 && s.command.empty()) s.command = a;
     else throw std::invalid_argument("unknown option '" + a + "'");
   }
-  if (s.model_dir.empty() || s.kb.empty() || s.command.empty()) return false;
-  return true;
+  if (s.model_dir.empty()) throw std::invalid_argument("--model DIR is required");
+  if (s.kb.empty()) throw std::invalid_argument("--kb FILE is required");
+  if (s.command.empty()) throw std::invalid_argument("a COMMAND is required (sweep, step or overload)");
 }
 
 // One mode's engine: the encoder is shared, the batcher and tuner are new.
@@ -267,10 +295,7 @@ int tool_main(int argc, char** argv) {
     }
   }
   try {
-    if (!parse(argc, argv, s)) {
-      usage();
-      return 2;
-    }
+    parse(argc, argv, s);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "rapidqa-load: %s\n", e.what());
     usage();

@@ -54,7 +54,23 @@ int tool_main(int argc, char** argv) {
       return 0;
     }
     if ((a == "--asks" || a == "--answer-bytes") && i + 1 < argc) {
-      (a == "--asks" ? asks : answer_bytes) = std::stoul(argv[++i]);
+      const std::string value = argv[++i];
+      std::size_t used = 0;
+      unsigned long n = 0;
+      try {
+        n = std::stoul(value, &used);
+      } catch (const std::exception&) {
+        used = 0;
+      }
+      if (used == 0 || used != value.size() || value[0] == '-' || n == 0) {
+        std::fprintf(stderr, "rapidqa-memory-bounds: %s needs a positive whole number, not '%s'\n", a.c_str(),
+                     value.c_str());
+        return 2;
+      }
+      (a == "--asks" ? asks : answer_bytes) = n;
+    } else if (a == "--asks" || a == "--answer-bytes") {
+      std::fprintf(stderr, "rapidqa-memory-bounds: %s needs a value\n", a.c_str());
+      return 2;
     } else {
       std::fprintf(stderr, "rapidqa-memory-bounds: unknown option '%s'\n", a.c_str());
       return 2;

@@ -14,8 +14,14 @@ int main(int argc, char** argv) {
     printf("usage: %s FAQ.jsonl QUESTION\n", argv[0]);
     return 0;
   }
+  /* It takes no options: a leading "--" is a mistyped one, not a file name. */
+  if (argc > 1 && strncmp(argv[1], "--", 2) == 0) {
+    fprintf(stderr, "rapidqa-c-client: unknown option '%s'\nusage: %s FAQ.jsonl QUESTION\n", argv[1], argv[0]);
+    return 2;
+  }
   if (argc != 3) {
-    fprintf(stderr, "usage: %s FAQ.jsonl QUESTION\n", argv[0]);
+    fprintf(stderr, "rapidqa-c-client: expected 2 arguments, got %d\nusage: %s FAQ.jsonl QUESTION\n", argc - 1,
+            argv[0]);
     return 2;
   }
   if (rqa_engine_create(NULL, &engine) != RQA_OK) {

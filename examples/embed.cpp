@@ -12,8 +12,14 @@ int tool_main(int argc, char** argv) {
     std::printf("usage: %s FAQ.jsonl QUESTION\n", argv[0]);
     return 0;
   }
+  // It takes no options: a leading "--" is a mistyped one, not a file name.
+  if (argc > 1 && std::strncmp(argv[1], "--", 2) == 0) {
+    std::fprintf(stderr, "rapidqa-embed: unknown option '%s'\nusage: %s FAQ.jsonl QUESTION\n", argv[1], argv[0]);
+    return 2;
+  }
   if (argc != 3) {
-    std::fprintf(stderr, "usage: %s FAQ.jsonl QUESTION\n", argv[0]);
+    std::fprintf(stderr, "rapidqa-embed: expected 2 arguments, got %d\nusage: %s FAQ.jsonl QUESTION\n", argc - 1,
+                 argv[0]);
     return 2;
   }
   auto engine = rapidqa::QAEngine::create();

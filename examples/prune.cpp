@@ -54,6 +54,16 @@ bool parse_number(const char* text, double& out) {
   }
 }
 
+bool takes_value(const std::string& option) {
+  static const char* const kValueOptions[] = {
+      "--model", "--out", "--kb", "--export-dense", "--method", "--importance", "--heads", "--ffn",
+      "--amount", "--target", "--start", "--max-drop", "--epochs", "--rounds", "--threads"};
+  for (const char* known : kValueOptions) {
+    if (option == known) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 int tool_main(int argc, char** argv) {
@@ -71,6 +81,13 @@ int tool_main(int argc, char** argv) {
     if (arg == "--no-fine-tune") {
       options.fine_tune = false;
       continue;
+    }
+    // An unknown name is reported as such even when it comes last, rather
+    // than as an option that lacks its value.
+    if (!takes_value(arg)) {
+      std::fprintf(stderr, "rapidqa-prune: unknown option '%s'\n", arg.c_str());
+      usage(stderr);
+      return 2;
     }
     if (i + 1 >= argc) {
       std::fprintf(stderr, "rapidqa-prune: %s needs a value\n", arg.c_str());
@@ -144,10 +161,6 @@ int tool_main(int argc, char** argv) {
       options.max_rounds = static_cast<std::size_t>(rounds);
     } else if (arg == "--threads") {
       if (!need_number(threads, true)) return 2;
-    } else {
-      std::fprintf(stderr, "rapidqa-prune: unknown argument '%s'\n", arg.c_str());
-      usage(stderr);
-      return 2;
     }
   }
   if (heads_given || ffn_given) {

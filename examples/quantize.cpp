@@ -41,6 +41,15 @@ bool parse_positive(const char* text, double& out) {
   }
 }
 
+bool takes_value(const std::string& option) {
+  static const char* const kValueOptions[] = {
+      "--model", "--out", "--mode", "--calib", "--precision", "--min-sqnr", "--calib-limit", "--threads"};
+  for (const char* known : kValueOptions) {
+    if (option == known) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 int tool_main(int argc, char** argv) {
@@ -54,6 +63,12 @@ int tool_main(int argc, char** argv) {
     if (arg == "--help" || arg == "-h") {
       usage(stdout);
       return 0;
+    } else if (!takes_value(arg)) {
+      // Checked before the value, so a misspelt last option is named as
+      // unknown rather than as one that lacks its value.
+      std::fprintf(stderr, "rapidqa-quantize: unknown option '%s'\n", arg.c_str());
+      usage(stderr);
+      return 2;
     } else if (!v) {
       std::fprintf(stderr, "rapidqa-quantize: %s needs a value\n", arg.c_str());
       usage(stderr);
@@ -87,10 +102,6 @@ int tool_main(int argc, char** argv) {
         return 2;
       }
       ++i;
-    } else {
-      std::fprintf(stderr, "rapidqa-quantize: unknown argument '%s'\n", arg.c_str());
-      usage(stderr);
-      return 2;
     }
   }
   if (model_dir.empty() || out_dir.empty()) {

@@ -118,6 +118,18 @@ bool parse_positive(const char* text, T& out) {
   }
 }
 
+// Checked before the value, so a misspelt last option is named as unknown
+// rather than as one that lacks its value.
+bool takes_value(const std::string& option) {
+  static const char* const kValueOptions[] = {
+      "--out", "--kb", "--epochs", "--hidden", "--layers", "--heads", "--intermediate", "--positions",
+      "--threads", "--subwords", "--batch", "--lr", "--temperature", "--dropout", "--seed"};
+  for (const char* known : kValueOptions) {
+    if (option == known) return true;
+  }
+  return false;
+}
+
 // 0 to go on, or an exit code.
 int parse_args(int argc, char** argv, Args& a) {
   for (int i = 1; i < argc; ++i) {
@@ -134,8 +146,13 @@ int parse_args(int argc, char** argv, Args& a) {
       a.answers = false;
       continue;
     }
+    if (!takes_value(arg)) {
+      std::fprintf(stderr, "rapidqa-train: unknown option '%s'\n", arg.c_str());
+      usage(stderr);
+      return 2;
+    }
     if (i + 1 >= argc) {
-      std::fprintf(stderr, "rapidqa-train: unknown option or missing value: '%s'\n", arg.c_str());
+      std::fprintf(stderr, "rapidqa-train: %s needs a value\n", arg.c_str());
       usage(stderr);
       return 2;
     }

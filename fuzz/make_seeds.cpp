@@ -369,6 +369,16 @@ void capi_ask_seeds() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc == 2 && (std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0)) {
+    std::printf("usage: %s CORPUS_DIR   (normally fuzz/corpus)\n  writes the fuzz targets' seed inputs under "
+                "CORPUS_DIR, one folder per target\n", argv[0]);
+    return 0;
+  }
+  // A leading "-" is a mistyped option, not a folder to fill with seeds.
+  if (argc == 2 && argv[1][0] == '-') {
+    std::fprintf(stderr, "rapidqa-fuzz-seeds: unknown option '%s'\nusage: %s CORPUS_DIR\n", argv[1], argv[0]);
+    return 2;
+  }
   if (argc != 2) {
     std::fprintf(stderr, "usage: %s CORPUS_DIR   (normally fuzz/corpus)\n", argv[0]);
     return 2;

@@ -56,6 +56,16 @@ int main(int argc, char** argv) {
   std::string kb;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
+    if (arg == "--help" || arg == "-h") {
+      std::cout << "usage: rapidqa-redis-peer --port N --kb FILE [--host H] [--prefix P] [--client-name NAME] "
+                   "[--reconnect-ms N]\n  a second engine process for the [redis] tests: it shares changes with "
+                   "them through redis and answers commands on stdin\n";
+      return 0;
+    }
+    if (arg != "--port" && arg != "--kb" && arg != "--host" && arg != "--prefix" && arg != "--client-name" &&
+        arg != "--reconnect-ms") {
+      return usage("unknown option " + arg);
+    }
     if (i + 1 >= argc) return usage("missing value after " + arg);
     const std::string value = argv[++i];
     if (arg == "--port") options.redis.port = std::atoi(value.c_str());
