@@ -13,8 +13,11 @@
 source "$(dirname "$0")/cli_test_lib.sh"
 build=${1:?usage: every_tool_usage.sh BUILD_DIR}
 
-always_built=(rapidqa-demo rapidqa-encode rapidqa-quantize rapidqa-prune rapidqa-train rapidqa-embed
-              rapidqa-c-client)
+always_built=(rapidqa-demo rapidqa-embed rapidqa-c-client)
+# A build without the models component (RAPIDQA_CORE_ONLY=1) has no model tools.
+if [[ ${RAPIDQA_CORE_ONLY:-0} != 1 ]]; then
+  always_built+=(rapidqa-encode rapidqa-quantize rapidqa-prune rapidqa-train)
+fi
 
 mapfile -t tools < <(find "$build" -type f -perm -u+x -name 'rapidqa-*' \
   ! -name 'rapidqa-*tests' ! -name 'rapidqa-*-test' ! -path '*/CMakeFiles/*' ! -path '*/consumer-check/*' | sort)
