@@ -35,6 +35,7 @@
 
 #include "rapidqa/clock.h"
 #include "rapidqa/export.h"
+#include "rapidqa/load_sample.h"
 
 namespace rapidqa {
 
@@ -67,16 +68,6 @@ struct AutoTunerOptions {
   std::size_t hold_after_revert = 10;
   std::size_t history_limit = 1000;               // moves kept (oldest dropped)
   std::shared_ptr<Clock> clock;                   // time source; null = steady clock
-};
-
-// One interval's load, as the sampler reports it.
-struct LoadSample {
-  std::chrono::microseconds p99{0};  // over the interval
-  double qps = 0;                    // requests completed per second over the interval
-  std::uint64_t requests = 0;        // in the interval; 0 means no signal (nothing moves)
-  std::size_t queue_depth = 0;       // requests waiting for the batcher at the end of the interval
-  double full_batch_fraction = 1.0;  // share of the interval's batches that were full (1 when unknown)
-  double degraded_fraction = 0.0;    // share of the interval's answers that took a degraded path
 };
 
 struct TunerMove {

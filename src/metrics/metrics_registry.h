@@ -13,7 +13,7 @@
 
 #include "metrics/latency_histogram.h"
 #include "rapidqa/answer.h"
-#include "rapidqa/auto_tuner.h"
+#include "rapidqa/load_sample.h"
 #include "rapidqa/clock.h"
 #include "rapidqa/metrics.h"
 
