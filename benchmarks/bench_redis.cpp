@@ -78,7 +78,7 @@ std::unique_ptr<QAEngine> loaded_engine(const std::string& redis_prefix, int por
     error = "loading the generated knowledge: " + loaded.status().to_string();
     return nullptr;
   }
-  if (!redis_prefix.empty() && !(*engine)->metrics().redis_connected) {
+  if (!redis_prefix.empty() && !(*engine)->metrics().relay.connected) {
     error = "an engine did not connect to the private redis-server";
     return nullptr;
   }
@@ -126,7 +126,7 @@ void BM_RedisPropagation(benchmark::State& state) {
   const std::string question = s.a->entry("gen-" + std::to_string(kChangedEntry))->question;
   std::vector<double> propagation_us, delivered_us, end_to_end_us, update_us;
   std::uint64_t round = 0;
-  std::uint64_t received = s.b->metrics().changes_received;
+  std::uint64_t received = s.b->metrics().relay.received;
   for (auto _ : state) {
     // B serves the current answer from its result cache.
     (void)s.b->ask(question);
@@ -144,7 +144,7 @@ void BM_RedisPropagation(benchmark::State& state) {
     const auto updated = SteadyClock::now();
     const auto give_up = updated + std::chrono::seconds(10);
     // B's relay counts a change just before handing it to the engine.
-    while (s.b->metrics().changes_received == received) {
+    while (s.b->metrics().relay.received == received) {
       if (SteadyClock::now() > give_up) {
         state.SkipWithError("B's relay did not deliver the change within 10 s");
         return;
@@ -202,7 +202,7 @@ void BM_UpdateEntry(benchmark::State& state) {
   state.counters["p50_us"] = percentile_us(update_us, 0.50);
   state.counters["p99_us"] = percentile_us(update_us, 0.99);
   if (state.range(0)) {
-    state.counters["published"] = static_cast<double>(engine.metrics().changes_published);
+    state.counters["published"] = static_cast<double>(engine.metrics().relay.published);
   }
 }
 BENCHMARK(BM_UpdateEntry)->ArgName("redis")->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond);

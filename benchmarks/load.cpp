@@ -352,7 +352,7 @@ int tool_main(int argc, char** argv) {
           warm_up(*engine, questions, s);
           const auto outcomes = drive(*engine, questions, [qps](double) { return qps; }, s.duration_s, s, s.seed);
           const Summary r = summarize(outcomes, s.duration_s, s.target);
-          const std::size_t limit = engine->metrics().encoder_max_batch_size;
+          const std::size_t limit = engine->metrics().batcher.max_batch_size;
           print_row(stdout, mode, qps, r, limit);
           if (csv) {
             csv << mode << ',' << qps << ',' << r.sent << ',' << r.p50 << ',' << r.p95 << ',' << r.p99 << ','
@@ -386,8 +386,8 @@ int tool_main(int argc, char** argv) {
           else if (recovered_at < 0) recovered_at = sec - s.step_before_s;
         }
       }
-      const auto history = engine->tuner_history();
-      std::printf("tuner moves: %zu; batch limit now %zu\n", history.size(), engine->metrics().encoder_max_batch_size);
+      const auto history = engine->tuning().tuner_history();
+      std::printf("tuner moves: %zu; batch limit now %zu\n", history.size(), engine->metrics().batcher.max_batch_size);
       for (const auto& m : history) {
         std::printf("  batch %zu -> %zu, delay %lld -> %lld us: %s\n", m.old_batch_size, m.new_batch_size,
                     static_cast<long long>(m.old_queue_delay.count()), static_cast<long long>(m.new_queue_delay.count()),
@@ -406,7 +406,7 @@ int tool_main(int argc, char** argv) {
       const auto outcomes = drive(*engine, questions, [&](double) { return s.qps.front(); }, s.duration_s, s, s.seed);
       const Summary r = summarize(outcomes, s.duration_s, s.target);
       std::printf("%s", kHeader);
-      print_row(stdout, s.mode, s.qps.front(), r, engine->metrics().encoder_max_batch_size);
+      print_row(stdout, s.mode, s.qps.front(), r, engine->metrics().batcher.max_batch_size);
       std::printf("lost %zu of %zu; within the deadline %.4f; within the deadline + 10%% %.4f; max %.1f ms; "
                   "degraded %.3f\n",
                   r.lost, r.sent, r.sent ? double(r.within_deadline) / r.sent : 0,

@@ -102,7 +102,7 @@ int tool_main(int argc, char** argv) {
   }
   big_answer.rss_after = proc_status_mib("VmRSS:");
   big_answer.peak = proc_status_mib("VmHWM:");
-  big_answer.cache_bytes = (*engine)->metrics().cache_bytes;
+  big_answer.cache_bytes = (*engine)->metrics().caches.bytes;
   print(big_answer);
 
   Row tenants{"1 MB tenant name, each ask a new tenant"};
@@ -116,7 +116,7 @@ int tool_main(int argc, char** argv) {
   }
   tenants.rss_after = proc_status_mib("VmRSS:");
   tenants.peak = proc_status_mib("VmHWM:");
-  tenants.cache_bytes = (*engine)->metrics().cache_bytes;
+  tenants.cache_bytes = (*engine)->metrics().caches.bytes;
   print(tenants);
   return 0;
 }

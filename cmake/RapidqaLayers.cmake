@@ -38,8 +38,15 @@ function(rapidqa_layer name)
     else()
       set(target_path ${PROJECT_SOURCE_DIR}/include/rapidqa/${header})
     endif()
-    get_filename_component(header_name ${header} NAME)
+    if(IS_ABSOLUTE ${header})
+      get_filename_component(header_name ${header} NAME)
+    else()
+      set(header_name ${header})  # keeps a subfolder: detail/batch_plan.h
+    endif()
+    get_filename_component(header_dir ${root}/rapidqa/${header_name} DIRECTORY)
+    file(MAKE_DIRECTORY ${header_dir})
     file(CREATE_LINK ${target_path} ${root}/rapidqa/${header_name} SYMBOLIC)
+    set_property(GLOBAL APPEND PROPERTY RAPIDQA_LAYERED_HEADERS ${header_name})
   endforeach()
 
   add_library(rapidqa_layer_${name} OBJECT ${L_SOURCES})
@@ -63,4 +70,18 @@ function(rapidqa_layer_objects out)
     list(APPEND objects $<TARGET_OBJECTS:rapidqa_layer_${layer}>)
   endforeach()
   set(${out} ${objects} PARENT_SCOPE)
+endfunction()
+
+# A public header no layer owns would be visible to none: say so at
+# configure time rather than as a "No such file" deep in the build. The
+# arguments are headers of components this build leaves out.
+function(rapidqa_check_every_public_header_has_a_layer)
+  get_property(owned GLOBAL PROPERTY RAPIDQA_LAYERED_HEADERS)
+  file(GLOB_RECURSE headers RELATIVE ${PROJECT_SOURCE_DIR}/include/rapidqa ${PROJECT_SOURCE_DIR}/include/rapidqa/*.h)
+  foreach(header IN LISTS headers)
+    if(NOT header IN_LIST owned AND NOT header IN_LIST ARGN)
+      message(FATAL_ERROR "include/rapidqa/${header} belongs to no layer: add it to the PUBLIC_HEADERS of the "
+                          "rapidqa_layer() that implements it (top CMakeLists.txt)")
+    endif()
+  endforeach()
 endfunction()

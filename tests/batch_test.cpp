@@ -13,13 +13,14 @@
 #include <thread>
 #include <vector>
 
+#include "rapidqa/detail/batch_plan.h"
 #include "rapidqa/dynamic_batcher.h"
 
 using namespace std::chrono_literals;
-using rapidqa::BatchCandidate;
+using rapidqa::detail::BatchCandidate;
 using rapidqa::BatchLatencyModel;
 using rapidqa::BatchLimits;
-using rapidqa::BatchPlan;
+using rapidqa::detail::BatchPlan;
 using rapidqa::BatchPriority;
 using rapidqa::BatchRequestOptions;
 using rapidqa::BatchStatus;
@@ -93,28 +94,28 @@ TEST_CASE("Batch plan: full by count or tokens, else wait for the delay", "[batc
   const ManualClock clock;
   const auto t0 = clock.now();
   std::vector<BatchCandidate> four(4, BatchCandidate{t0, std::nullopt, 10});
-  auto plan = rapidqa::plan_batch(four, limits(4, 5000us), untrained, t0, false);
+  auto plan = rapidqa::detail::plan_batch(four, limits(4, 5000us), untrained, t0, false);
   CHECK(plan.take == 4);
   CHECK(plan.reason == BatchPlan::Reason::kFull);
 
-  plan = rapidqa::plan_batch(four, limits(8, 5000us, 0us, 25), untrained, t0, false);
+  plan = rapidqa::detail::plan_batch(four, limits(8, 5000us, 0us, 25), untrained, t0, false);
   CHECK(plan.take == 2);  // a third would pass the 25-token budget
   CHECK(plan.reason == BatchPlan::Reason::kFull);
 
   std::vector<BatchCandidate> one{{t0, std::nullopt, 100}};
-  plan = rapidqa::plan_batch(one, limits(8, 5000us, 0us, 25), untrained, t0, false);
+  plan = rapidqa::detail::plan_batch(one, limits(8, 5000us, 0us, 25), untrained, t0, false);
   CHECK(plan.take == 0);  // one request over the budget still runs, alone, but only when due
-  plan = rapidqa::plan_batch(one, limits(8, 5000us, 0us, 25), untrained, t0 + 5ms, false);
+  plan = rapidqa::detail::plan_batch(one, limits(8, 5000us, 0us, 25), untrained, t0 + 5ms, false);
   CHECK(plan.take == 1);
 
   std::vector<BatchCandidate> two(2, BatchCandidate{t0, std::nullopt, 1});
-  plan = rapidqa::plan_batch(two, limits(8, 5000us), untrained, t0 + 4999us, false);
+  plan = rapidqa::detail::plan_batch(two, limits(8, 5000us), untrained, t0 + 4999us, false);
   CHECK(plan.take == 0);
   CHECK(plan.wake_at == t0 + 5ms);
-  plan = rapidqa::plan_batch(two, limits(8, 5000us), untrained, t0 + 5ms, false);
+  plan = rapidqa::detail::plan_batch(two, limits(8, 5000us), untrained, t0 + 5ms, false);
   CHECK(plan.take == 2);
   CHECK(plan.reason == BatchPlan::Reason::kDelay);
-  plan = rapidqa::plan_batch(two, limits(8, 5000us), untrained, t0, true);
+  plan = rapidqa::detail::plan_batch(two, limits(8, 5000us), untrained, t0, true);
   CHECK(plan.take == 2);
   CHECK(plan.reason == BatchPlan::Reason::kDrain);
 }
@@ -128,16 +129,16 @@ TEST_CASE("Batch plan: the latency model dispatches early to meet the target and
   std::vector<BatchCandidate> one{{t0, std::nullopt, 1}};
   // One more request would make a batch of 2: ~4 ms. With a 10 ms target the
   // oldest request can wait until 6 ms, well before the 1 s delay.
-  auto plan = rapidqa::plan_batch(one, limits(64, 1000000us, 10000us), model, t0 + 5ms, false);
+  auto plan = rapidqa::detail::plan_batch(one, limits(64, 1000000us, 10000us), model, t0 + 5ms, false);
   CHECK(plan.take == 0);
   CHECK(plan.wake_at > t0 + 5900us);
   CHECK(plan.wake_at < t0 + 6100us);
-  plan = rapidqa::plan_batch(one, limits(64, 1000000us, 10000us), model, t0 + 6100us, false);
+  plan = rapidqa::detail::plan_batch(one, limits(64, 1000000us, 10000us), model, t0 + 6100us, false);
   CHECK(plan.take == 1);
   CHECK(plan.reason == BatchPlan::Reason::kPredicted);
 
   std::vector<BatchCandidate> due{{t0, t0 + 5ms, 1}};  // no target, but a deadline
-  plan = rapidqa::plan_batch(due, limits(64, 1000000us), model, t0 + 1100us, false);
+  plan = rapidqa::detail::plan_batch(due, limits(64, 1000000us), model, t0 + 1100us, false);
   CHECK(plan.take == 1);
   CHECK(plan.reason == BatchPlan::Reason::kPredicted);
 }

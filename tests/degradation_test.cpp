@@ -99,6 +99,18 @@ AskOptions within(std::chrono::milliseconds timeout, bool cache = false) {
   return o;
 }
 
+// Asks while the model is held at its gate: the ask queues behind the held
+// request, then the engine's clock moves to just inside the ask's budget,
+// past the model's share of it, so the ask gives up on the model and
+// degrades.
+rapidqa::Result<rapidqa::Answer> ask_past_held_model(QAEngine& engine, ManualClock& clock, const std::string& question,
+                                                     const AskOptions& options) {
+  auto pending = std::async(std::launch::async, [&] { return engine.ask(question, options); });
+  for (int i = 0; i < 10000 && engine.metrics().batcher.queue_depth < 1; ++i) std::this_thread::sleep_for(1ms);
+  clock.advance(options.timeout - 500us);
+  return pending.get();
+}
+
 }  // namespace
 
 TEST_CASE("A budget below the predicted model latency is answered by lexical retrieval - and says so", "[engine][degradation]") {
@@ -141,8 +153,8 @@ TEST_CASE("A saturated model queue sends new asks down the lexical path at once"
   for (int i = 0; i < 2; ++i) {
     waiting.push_back(std::async(std::launch::async, [&] { return engine->ask("What are your opening hours?", within(0ms)); }));
   }
-  for (int i = 0; i < 10000 && engine->metrics().encoder_queue_depth < 2; ++i) std::this_thread::sleep_for(1ms);
-  REQUIRE(engine->metrics().encoder_queue_depth == 2);
+  for (int i = 0; i < 10000 && engine->metrics().batcher.queue_depth < 2; ++i) std::this_thread::sleep_for(1ms);
+  REQUIRE(engine->metrics().batcher.queue_depth == 2);
 
   const auto shed = engine->ask("How do I reset my password?", within(0ms));
   CHECK(shed->degraded);
@@ -173,7 +185,7 @@ TEST_CASE("Past the deadline a recently expired cached answer is served, marked 
   model->close();  // the model stops answering
   auto blocked = std::async(std::launch::async, [&] { return engine->ask("How do I get a refund?", within(0ms)); });
   REQUIRE(model->await_waiting(1));
-  const auto stale = engine->ask("What are your opening hours?", within(20ms, true));
+  const auto stale = ask_past_held_model(*engine, *clock, "What are your opening hours?", within(20ms, true));
   REQUIRE(stale.is_ok());
   CHECK(stale->degraded);
   CHECK(stale->text == "9 to 5");
@@ -182,7 +194,7 @@ TEST_CASE("Past the deadline a recently expired cached answer is served, marked 
 
   // Too old for max_staleness: the fallback, still degraded, never an error.
   clock->advance(10min);
-  const auto too_old = engine->ask("What are your opening hours?", within(20ms, true));
+  const auto too_old = ask_past_held_model(*engine, *clock, "What are your opening hours?", within(20ms, true));
   CHECK(too_old->tier == AnswerTier::kFallback);
   CHECK(too_old->degraded);
   model->open();
@@ -190,9 +202,10 @@ TEST_CASE("Past the deadline a recently expired cached answer is served, marked 
 }
 
 TEST_CASE("No ask waits past its deadline while the model is stuck", "[engine][degradation]") {
-  // The engine gives up on the model after the budget in real time; the
-  // manual clock keeps "now" before the deadline, so the lexical path runs
-  // however late a loaded machine wakes the asking thread.
+  // The engine gives up on the model at the budget less the lexical
+  // reserve, on its own clock: moved to just inside the deadline, every
+  // ask (the one the model holds and those queued behind it) returns by
+  // itself, answered by the lexical path in the time left.
   auto clock = std::make_shared<ManualClock>();
   auto model = std::make_shared<SlowModel>(nullptr, 0ms);
   EngineOptions options;
@@ -210,10 +223,18 @@ TEST_CASE("No ask waits past its deadline while the model is stuck", "[engine][d
     ~Reopen() { model.open(); }
   } reopen{*model};
   std::vector<std::future<rapidqa::Result<rapidqa::Answer>>> asks;
+  // Moves time on however the test ends, so no ask waits forever.
+  struct MoveOn {
+    ManualClock& clock;
+    ~MoveOn() { clock.advance(1h); }
+  } move_on{*clock};
   for (int i = 0; i < 4; ++i) {
     asks.push_back(std::async(std::launch::async, [&] { return engine->ask("How do I reset my password?", within(0ms)); }));
   }
-  // Every ask returns by itself (degraded), with the model still held.
+  REQUIRE(model->await_waiting(1));  // one running, held at the gate
+  for (int i = 0; i < 10000 && engine->metrics().batcher.queue_depth < 3; ++i) std::this_thread::sleep_for(1ms);
+  REQUIRE(engine->metrics().batcher.queue_depth == 3);  // the rest queued: every budget counts from before the move
+  clock->advance(29500us);  // past the model's share (30 ms less the 1 ms reserve), before the deadline
   for (auto& a : asks) {
     REQUIRE(a.wait_for(10s) == std::future_status::ready);
     const auto answer = a.get();
@@ -222,6 +243,41 @@ TEST_CASE("No ask waits past its deadline while the model is stuck", "[engine][d
     INFO(answer->degraded_reason);
     CHECK(answer->entry_id() == "reset");
   }
+}
+
+TEST_CASE("The wait for the model is measured on the engine's clock, not in real time", "[engine][degradation][clock]") {
+  auto clock = std::make_shared<ManualClock>();
+  auto model = std::make_shared<SlowModel>(nullptr, 0ms);
+  EngineOptions options;
+  options.clock = clock;
+  options.encoder_batching.max_batch_size = 1;
+  options.encoder_batching.max_queue_delay = 0us;
+  auto engine = engine_with(model, options);
+  model->close();
+  struct Reopen {
+    SlowModel& model;
+    ~Reopen() { model.open(); }
+  } reopen{*model};
+  auto held = std::async(std::launch::async, [&] { return engine->ask("How do I reset my password?", within(50ms)); });
+  struct MoveOn {
+    ManualClock& clock;
+    ~MoveOn() { clock.advance(1h); }
+  } move_on{*clock};
+  REQUIRE(model->await_waiting(1));
+  // Six times the budget passes in real time, none of it on the engine's
+  // clock: the ask is still waiting for the model.
+  CHECK(held.wait_for(300ms) == std::future_status::timeout);
+  // The engine's clock reaches the model's share of the budget (50 ms less
+  // the 1 ms lexical reserve): the ask gives up and degrades at once.
+  clock->advance(49500us);
+  REQUIRE(held.wait_for(10s) == std::future_status::ready);
+  const auto answer = held.get();
+  REQUIRE(answer.is_ok());
+  CHECK(answer->degraded);
+  INFO(answer->degraded_reason);
+  CHECK(answer->degraded_reason.find("the model did not answer within the budget") != std::string::npos);
+  CHECK(answer->degraded_reason.find("lexical retrieval") != std::string::npos);
+  CHECK(answer->entry_id() == "reset");
 }
 
 TEST_CASE("The engine's own AutoTuner steers the encoder batcher from its p99 and QPS", "[engine][tuner]") {
@@ -237,11 +293,11 @@ TEST_CASE("The engine's own AutoTuner steers the encoder batcher from its p99 an
   auto engine = engine_with(model, options);
   for (int i = 0; i < 10; ++i) REQUIRE(engine->ask("How do I get a refund?", within(0ms)).is_ok());
   clock->advance(1s);  // one interval: 10 asks at 10 qps, p99 far under 200 ms -> grow
-  for (int i = 0; i < 10000 && engine->metrics().tuner_moves == 0; ++i) std::this_thread::sleep_for(1ms);
+  for (int i = 0; i < 10000 && engine->metrics().batcher.tuner_moves == 0; ++i) std::this_thread::sleep_for(1ms);
   const auto m = engine->metrics();
-  REQUIRE(m.tuner_moves == 1);
-  CHECK(m.encoder_max_batch_size == 2);  // 1 + 15%, at least one more
-  const auto history = engine->tuner_history();
+  REQUIRE(m.batcher.tuner_moves == 1);
+  CHECK(m.batcher.max_batch_size == 2);  // 1 + 15%, at least one more
+  const auto history = engine->tuning().tuner_history();
   REQUIRE(history.size() == 1);
   CHECK(history.front().observed.requests == 10);
   CHECK(history.front().reason.find("grow") != std::string::npos);

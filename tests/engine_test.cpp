@@ -131,9 +131,9 @@ TEST_CASE("A repeated question is answered by the result cache - a similar one b
 
   const auto m = engine->metrics();
   CHECK(m.asks == 4);
-  CHECK(m.result_cache_hits == 1);
-  CHECK(m.semantic_cache_hits == 1);
-  CHECK(m.result_cache_hit_ratio() == Approx(1.0 / 3.0));
+  CHECK(m.result_cache.hits == 1);
+  CHECK(m.semantic_cache.hits == 1);
+  CHECK(m.result_cache.hit_ratio() == Approx(1.0 / 3.0));
   CHECK(m.stage(rapidqa::Stage::kTotal).count == 4);
   CHECK(m.stage(rapidqa::Stage::kRetrieve).count == 2);
 }
@@ -449,7 +449,7 @@ TEST_CASE("Hot questions are re-answered in the background after an update", "[e
   CHECK(hot->tier == AnswerTier::kResultCache);  // already answered afresh, in its own tenant
   CHECK(hot->text == "8 to 8");
   CHECK(engine->ask("opening hours", tenant)->tier != AnswerTier::kResultCache);
-  CHECK(engine->metrics().rebuilds_completed == 1);
+  CHECK(engine->metrics().rebuilds.completed == 1);
 }
 
 TEST_CASE("Every hot question is rebuilt or counted as dropped", "[engine][rebuild]") {
@@ -470,8 +470,8 @@ TEST_CASE("Every hot question is rebuilt or counted as dropped", "[engine][rebui
   // How many fit depends on how fast the worker drains the queue; every
   // hot question is either rebuilt or counted as dropped, none is lost.
   const auto m = engine->metrics();
-  CHECK(m.rebuilds_completed + m.rebuilds_dropped == 30);
-  CHECK(m.rebuilds_completed >= 1);
+  CHECK(m.rebuilds.completed + m.rebuilds.dropped == 30);
+  CHECK(m.rebuilds.completed >= 1);
 }
 
 TEST_CASE("A full rebuild queue drops new work instead of growing", "[engine][rebuild]") {
@@ -545,7 +545,7 @@ TEST_CASE("An added entry takes over the cached questions it answers better", "[
   CHECK(after->tier == AnswerTier::kKnowledge);
   // Questions the new entry does not beat keep their cached answers.
   CHECK(engine->ask("What are your opening hours?")->tier == AnswerTier::kResultCache);
-  CHECK(engine->metrics().cache_displacements >= 1);
+  CHECK(engine->metrics().caches.displacements >= 1);
 }
 
 TEST_CASE("A request with retrieval settings of its own neither gets nor leaves cached answers", "[engine]") {
@@ -591,10 +591,10 @@ TEST_CASE("Bounded tiers evict and the engine's metrics count it", "[engine][pol
     REQUIRE(engine->ask(q).is_ok());
   }
   const auto m = engine->metrics();
-  CHECK(m.cache_evictions >= 8);  // 4 from each exact tier at least
-  CHECK(m.cache_entries <= 4 + 4 + 8);
-  CHECK(m.cache_bytes > 0);
-  CHECK(m.cache_bytes <= 2 * 4 * 4096 + 16 * 1024);
+  CHECK(m.caches.evictions >= 8);  // 4 from each exact tier at least
+  CHECK(m.caches.entries <= 4 + 4 + 8);
+  CHECK(m.caches.bytes > 0);
+  CHECK(m.caches.bytes <= 2 * 4 * 4096 + 16 * 1024);
 }
 
 TEST_CASE("Preloading hot questions warms every tier and reports bad lines", "[engine][preload]") {

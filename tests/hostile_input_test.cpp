@@ -354,7 +354,7 @@ TEST_CASE("A long answer cached under many questions is held once", "[hostile]")
   // Three tiers, 200 questions, one text.
   CHECK(rapidqa::cache::SharedTextPool::instance().size() <= texts_before + 1);
   const auto metrics = (*engine)->metrics();
-  CHECK(metrics.cache_entries >= 200);
+  CHECK(metrics.caches.entries >= 200);
 }
 
 TEST_CASE("Default options bound every tier by bytes", "[hostile]") {

@@ -72,7 +72,7 @@ TEST_CASE("Prometheus text: well-formed families, monotonic buckets, +Inf equals
   rapidqa::metrics::MetricsRegistry registry;
   for (int i = 0; i < 100; ++i) registry.record_answer(answered_in(std::chrono::microseconds(100 + i)), true, true, true);
   rapidqa::MetricsSnapshot snapshot = registry.snapshot();
-  snapshot.encoder_batch_sizes = {0, 3, 0, 2, 1};  // batches of 1, 3 (twice) and 4
+  snapshot.batcher.batch_sizes = {0, 3, 0, 2, 1};  // batches of 1, 3 (twice) and 4
   const std::string text = snapshot.format_prometheus();
   std::istringstream lines(text);
   std::string line, last_bucket_series;

@@ -29,11 +29,11 @@ json status_json(const rapidqa::Status& s) {
 }
 
 json metrics_json(const rapidqa::MetricsSnapshot& m) {
-  return {{"redis_connected", m.redis_connected},   {"redis_outages", m.redis_outages},
-          {"changes_published", m.changes_published}, {"changes_received", m.changes_received},
-          {"changes_replayed", m.changes_replayed},   {"changes_queued", m.changes_queued},
-          {"changes_dropped", m.changes_dropped},     {"changes_malformed", m.changes_malformed},
-          {"redis_gaps", m.redis_gaps}};
+  return {{"redis_connected", m.relay.connected},   {"redis_outages", m.relay.outages},
+          {"changes_published", m.relay.published}, {"changes_received", m.relay.received},
+          {"changes_replayed", m.relay.replayed},   {"changes_queued", m.relay.queued},
+          {"changes_dropped", m.relay.dropped},     {"changes_malformed", m.relay.malformed},
+          {"redis_gaps", m.relay.gaps}};
 }
 
 int usage(const std::string& problem) {

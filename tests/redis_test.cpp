@@ -356,7 +356,7 @@ TEST_CASE("An update on one process invalidates the other's cached answer", "[re
   CapturedLog log;
   auto a = synced_engine(synced_options(redis->port(), log, "engine-a"));
   Peer b(redis->port(), "peer-b");
-  REQUIRE(a->metrics().redis_connected);
+  REQUIRE(a->metrics().relay.connected);
 
   const std::string old_text = ask_text(*a, kResetQuestion);
   REQUIRE(b.ask(kResetQuestion).at("tier") == "knowledge");
@@ -375,8 +375,8 @@ TEST_CASE("An update on one process invalidates the other's cached answer", "[re
   const json m = b.metrics();
   CHECK(m.at("changes_received") == 1);
   CHECK(m.at("redis_gaps") == 0);
-  CHECK(a->metrics().changes_published == 1);
-  CHECK(a->metrics().changes_received == 0);  // its own change does not come back
+  CHECK(a->metrics().relay.published == 1);
+  CHECK(a->metrics().relay.received == 0);  // its own change does not come back
   INFO(log.all());
   CHECK_FALSE(log.contains(LogLevel::kWarning, ""));
 }
@@ -406,7 +406,7 @@ TEST_CASE("Changes flow both ways between the processes, removals included", "[r
   CHECK(a->entry(kCreateId).status().code() == StatusCode::kNotFound);
   // Versions travel with the change, so both hold the same version.
   CHECK(a->entry(kChangeId)->version == 2);
-  CHECK(a->metrics().changes_received == 2);
+  CHECK(a->metrics().relay.received == 2);
   CHECK(b.metrics().at("changes_received") == 1);
 }
 
@@ -420,7 +420,7 @@ TEST_CASE("Both processes keep answering through a Redis outage and resynchronis
   REQUIRE(b.ask(kResetQuestion).at("tier") == "result_cache");
 
   redis->kill();
-  REQUIRE(eventually([&] { return !a->metrics().redis_connected; }));
+  REQUIRE(eventually([&] { return !a->metrics().relay.connected; }));
   CHECK(eventually([&] { return b.metrics().at("redis_connected") == false; }));
   INFO(log.all());
   CHECK(log.contains(LogLevel::kWarning, "is unreachable"));
@@ -431,17 +431,17 @@ TEST_CASE("Both processes keep answering through a Redis outage and resynchronis
   const std::string new_text = "Reset links are now valid for one hour.";
   REQUIRE(a->update_entry(with_answer(*a, kResetId, new_text)).is_ok());
   CHECK(ask_text(*a, kResetQuestion) == new_text);
-  CHECK(a->metrics().changes_queued == 1);
-  CHECK(a->metrics().changes_published == 0);
+  CHECK(a->metrics().relay.queued == 1);
+  CHECK(a->metrics().relay.published == 0);
   CHECK(b.ask_text(kResetQuestion) == old_text);  // bounded by its TTL, not by Redis
 
   const auto restarted = redis->restart();
   INFO(restarted.to_string());
   REQUIRE(restarted.is_ok());
   CHECK(eventually([&] { return b.ask_text(kResetQuestion) == new_text; }));
-  CHECK(eventually([&] { return a->metrics().redis_connected && a->metrics().changes_queued == 0; }));
-  CHECK(a->metrics().changes_published == 1);
-  CHECK(a->metrics().redis_outages == 1);
+  CHECK(eventually([&] { return a->metrics().relay.connected && a->metrics().relay.queued == 0; }));
+  CHECK(a->metrics().relay.published == 1);
+  CHECK(a->metrics().relay.outages == 1);
   CHECK(log.contains(LogLevel::kInfo, "is reachable again"));
   // The restarted Redis lost the change log, which each instance notices.
   CHECK(log.contains(LogLevel::kWarning, "Redis lost its data"));
@@ -465,7 +465,7 @@ TEST_CASE("A process cut off from Redis replays the change it missed from the lo
   CHECK(kill_connections(redis->port(), "peer-b") == 2);
   const std::string new_text = "Password reset links now arrive by text message.";
   REQUIRE(a->update_entry(with_answer(*a, kResetId, new_text)).is_ok());
-  REQUIRE(eventually([&] { return a->metrics().changes_published == 1; }));
+  REQUIRE(eventually([&] { return a->metrics().relay.published == 1; }));
   b.process().send_signal(SIGCONT);
 
   CHECK(eventually([&] { return b.ask_text(kResetQuestion) == new_text; }));
@@ -494,13 +494,13 @@ TEST_CASE("Malformed messages on the channel or in the log are logged and skippe
     REQUIRE(published.is_ok());
     CHECK(published->integer == 2);  // both instances received it
   }
-  REQUIRE(eventually([&] { return a->metrics().changes_malformed == 4; }));
+  REQUIRE(eventually([&] { return a->metrics().relay.malformed == 4; }));
 
   // A bad entry in the log is read on the next replay.
   REQUIRE(client.command({"XADD", "rapidqa:changelog", "*", "change", "{broken"}).is_ok());
   CHECK(kill_connections(redis->port(), "engine-a") == 2);
-  REQUIRE(eventually([&] { return a->metrics().changes_malformed == 5 && a->metrics().redis_connected; }));
-  CHECK(a->metrics().redis_gaps == 0);  // the log was complete; a bad entry in it is no gap
+  REQUIRE(eventually([&] { return a->metrics().relay.malformed == 5 && a->metrics().relay.connected; }));
+  CHECK(a->metrics().relay.gaps == 0);  // the log was complete; a bad entry in it is no gap
 
   // Still listening: the next real change arrives and applies.
   const std::string from_b = "Security settings now live under My Account > Sign-in.";
@@ -519,15 +519,15 @@ TEST_CASE("An engine started while Redis is down answers, retries, and drops its
   CapturedLog log;
   auto a = synced_engine(synced_options(redis->port(), log, "engine-a"));
   auto m = a->metrics();
-  CHECK_FALSE(m.redis_connected);
-  CHECK(m.redis_outages == 1);
+  CHECK_FALSE(m.relay.connected);
+  CHECK(m.relay.outages == 1);
   CHECK(log.contains(LogLevel::kWarning, "is unreachable"));
   CHECK(a->ask(kResetQuestion)->entry_id() == kResetId);
   REQUIRE(a->ask(kResetQuestion)->tier == AnswerTier::kResultCache);
 
   REQUIRE(redis->restart().is_ok());
-  REQUIRE(eventually([&] { return a->metrics().redis_connected; }));
-  CHECK(a->metrics().redis_gaps == 1);
+  REQUIRE(eventually([&] { return a->metrics().relay.connected; }));
+  CHECK(a->metrics().relay.gaps == 1);
   INFO(log.all());
   CHECK(log.contains(LogLevel::kWarning, "started while Redis was unreachable"));
   // It could not tell what it missed, so its cached answers went.
@@ -555,12 +555,12 @@ TEST_CASE("A full change queue drops the oldest change and makes the peers drop 
                                  std::pair{kResetId, "reset 3"}}) {
     REQUIRE(a->update_entry(with_answer(*a, id, text)).is_ok());
   }
-  CHECK(a->metrics().changes_dropped == 1);
-  CHECK(a->metrics().changes_queued == 2);
+  CHECK(a->metrics().relay.dropped == 1);
+  CHECK(a->metrics().relay.queued == 2);
   redis->thaw();
 
   CHECK(eventually([&] { return b->ask(kCreateQuestion)->tier != AnswerTier::kResultCache; }));
-  CHECK(b->metrics().redis_gaps >= 1);
+  CHECK(b->metrics().relay.gaps >= 1);
   INFO(log_b.all());
   CHECK(log_b.contains(LogLevel::kWarning, "dropped changes it could not send"));
   // The newest changes arrived.

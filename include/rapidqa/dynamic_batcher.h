@@ -51,12 +51,11 @@
 #include <vector>
 
 #include "rapidqa/batch_latency_model.h"
+#include "rapidqa/batching_options.h"
 #include "rapidqa/clock.h"
+#include "rapidqa/detail/batch_plan.h"
 
 namespace rapidqa {
-
-enum class BatchPriority : std::size_t { kHigh = 0, kNormal = 1, kLow = 2 };
-inline constexpr std::size_t kBatchPriorityCount = 3;
 
 enum class BatchStatus {
   kOk,        // the batch ran; response is set
@@ -89,108 +88,17 @@ struct BatchResult {
   bool ok() const { return status == BatchStatus::kOk; }
 };
 
-struct DynamicBatcherOptions {
-  std::size_t max_batch_size = 16;                 // requests per batch, at least 1
-  std::size_t max_batch_tokens = 0;                // tokens per batch (a bigger request runs alone); 0 = no budget
-  std::chrono::microseconds max_queue_delay{5000}; // longest the oldest request waits for company
-  std::chrono::microseconds target_latency{0};     // queue wait + run time to keep under; 0 = no prediction rule
-  std::size_t queue_capacity = 1024;               // requests waiting (all priorities); more are rejected
-  std::size_t workers = 1;                         // threads calling the batch function (model replicas), >= 1
-  bool drain_on_shutdown = true;                   // at shutdown run what is queued (true) or fail it (false)
-  double latency_forgetting = 0.98;                // the latency model's fade per measurement, in [0.5, 1]
-  std::shared_ptr<Clock> clock;                    // time for delays, deadlines and measurements; null = steady
-};
-
-struct BatchRequestOptions {
-  BatchPriority priority = BatchPriority::kNormal;
-  std::optional<Clock::time_point> deadline;       // on the batcher's clock; kTimedOut if still queued then
-  std::size_t tokens = 1;                          // the request's cost, for the token budget and the model
-};
-
 struct DynamicBatcherStats {
   std::size_t queue_depth = 0;                     // waiting now
   std::size_t running = 0;                         // requests in batches running now
   std::uint64_t submitted = 0, completed = 0, rejected = 0, timed_out = 0, failed = 0, shut_down = 0;
   std::uint64_t batches = 0;
   std::vector<std::uint64_t> batch_sizes;          // [n]: batches of n requests
-  std::array<std::uint64_t, 4> dispatch_reasons{}; // by BatchPlan::Reason: full, delay, predicted, drain
+  std::array<std::uint64_t, kBatchDispatchReasonCount> dispatch_reasons{}; // by BatchDispatchReason
   std::size_t max_batch_size = 0;                  // current limits (the AutoTuner moves them)
   std::chrono::microseconds max_queue_delay{0};
   BatchLatencyModel::Fit latency;                  // what the latency model learned
 };
-
-// The dispatch decision, apart from the threads, so it can be tested with a
-// manual clock. Candidates are the requests a batch would take, in order.
-struct BatchPlan {
-  enum class Reason : std::size_t { kFull = 0, kDelay = 1, kPredicted = 2, kDrain = 3 };
-  std::size_t take = 0;                            // 0: wait
-  Reason reason = Reason::kFull;
-  Clock::time_point wake_at = Clock::time_point::max();  // when waiting: decide again then
-};
-
-struct BatchCandidate {
-  Clock::time_point enqueued;
-  std::optional<Clock::time_point> deadline;
-  std::size_t tokens = 1;
-};
-
-struct BatchLimits {
-  std::size_t max_batch_size = 16;
-  std::size_t max_batch_tokens = 0;
-  std::chrono::microseconds max_queue_delay{5000};
-  std::chrono::microseconds target_latency{0};
-};
-
-// candidates: the queue head in dispatch order (at most max_batch_size + 1
-// of them: one more tells whether the batch is full by tokens).
-inline BatchPlan plan_batch(const std::vector<BatchCandidate>& candidates, const BatchLimits& limits,
-                            const BatchLatencyModel& model, Clock::time_point now, bool draining) {
-  BatchPlan plan;
-  if (candidates.empty()) return plan;
-  const std::size_t max_size = std::max<std::size_t>(1, limits.max_batch_size);
-  std::size_t take = 0, tokens = 0;
-  bool full_by_tokens = false;
-  for (const auto& c : candidates) {
-    if (take == max_size) break;
-    if (limits.max_batch_tokens != 0 && take > 0 && tokens + c.tokens > limits.max_batch_tokens) {
-      full_by_tokens = true;
-      break;
-    }
-    ++take;
-    tokens += c.tokens;
-  }
-  auto dispatch = [&](BatchPlan::Reason reason) {
-    plan.take = take;
-    plan.reason = reason;
-    return plan;
-  };
-  if (take == max_size || full_by_tokens) return dispatch(BatchPlan::Reason::kFull);
-  if (draining) return dispatch(BatchPlan::Reason::kDrain);
-
-  Clock::time_point oldest = Clock::time_point::max();
-  for (std::size_t i = 0; i < take; ++i) oldest = std::min(oldest, candidates[i].enqueued);
-  Clock::time_point latest_start = oldest + limits.max_queue_delay;
-  BatchPlan::Reason reason = BatchPlan::Reason::kDelay;
-  if (model.ready()) {
-    // Waiting is worth it only while one more request could still join
-    // and the batch would finish in time for its oldest request and for
-    // every deadline in it.
-    const std::size_t next_tokens = tokens + std::max<std::size_t>(1, tokens / take);
-    const auto bigger = model.predict(take + 1, next_tokens);
-    auto predicted_start = Clock::time_point::max();
-    if (limits.target_latency.count() > 0) predicted_start = oldest + limits.target_latency - bigger;
-    for (std::size_t i = 0; i < take; ++i) {
-      if (candidates[i].deadline) predicted_start = std::min(predicted_start, *candidates[i].deadline - bigger);
-    }
-    if (predicted_start < latest_start) {
-      latest_start = predicted_start;
-      reason = BatchPlan::Reason::kPredicted;
-    }
-  }
-  if (now >= latest_start) return dispatch(reason);
-  plan.wake_at = latest_start;
-  return plan;
-}
 
 template <typename Request, typename Response>
 class DynamicBatcher {
@@ -404,8 +312,8 @@ class DynamicBatcher {
     finished.clear();
   }
 
-  std::vector<BatchCandidate> candidates() const {  // mu_ held
-    std::vector<BatchCandidate> out;
+  std::vector<detail::BatchCandidate> candidates() const {  // mu_ held
+    std::vector<detail::BatchCandidate> out;
     const std::size_t want = limits_.max_batch_size + 1;
     for (const auto& queue : queue_) {
       for (const auto& p : queue) {
@@ -440,7 +348,7 @@ class DynamicBatcher {
       const bool draining = stopping_ && options_.drain_on_shutdown;
       if (stopping_ && !draining) return;  // shutdown() fails what is left
       const auto now = options_.clock->now();
-      const BatchPlan plan = plan_batch(candidates(), limits_, model_, now, draining);
+      const detail::BatchPlan plan = detail::plan_batch(candidates(), limits_, model_, now, draining);
       if (plan.take == 0) {
         options_.clock->wait_until(work_cv_, lock, plan.wake_at);
         continue;

@@ -1,8 +1,8 @@
-// LoadSample: one interval's load as the engine's metrics measure it. The
-// AutoTuner steers the batcher from a stream of them; monitoring can read
-// the same numbers (QAEngine's tuning accessor returns the latest).
+// LoadSample: one metrics window's load, as the engine measures it when a
+// window closes (QAEngine::tuning().recent_load()) and as an AutoTuner's
+// sampler reports it.
 //
-// A plain value type; copies are independent.
+// Thread safety: a value type; thread-compatible.
 #pragma once
 
 #include <chrono>
@@ -11,7 +11,6 @@
 
 namespace rapidqa {
 
-// One interval's load, as the sampler reports it.
 struct LoadSample {
   std::chrono::microseconds p99{0};  // over the interval
   double qps = 0;                    // requests completed per second over the interval

@@ -1,5 +1,7 @@
 // Metrics snapshot: per-stage latency percentiles, request counts and cache
-// hit ratios, as returned by QAEngine::metrics(). Percentiles come from
+// hit ratios, as returned by QAEngine::metrics(), with each component's
+// counters in a struct of its own (snapshot.result_cache.hits,
+// snapshot.batcher.batches, snapshot.relay.connected, ...). Percentiles come from
 // log-spaced histogram buckets (about 4% resolution), so they are estimates.
 //
 // Thread safety: value types; thread-compatible.
@@ -13,6 +15,7 @@
 
 #include "rapidqa/answer.h"
 #include "rapidqa/export.h"
+#include "rapidqa/load_sample.h"
 
 namespace rapidqa {
 
@@ -34,7 +37,7 @@ struct LatencySummary {
 };
 
 // When the anomaly flag rises (see LatencyAnomaly); windows are closed by
-// QAEngine::recent_load (the AutoTuner's sampler).
+// QAEngine::tuning().recent_load() (the AutoTuner's sampler).
 struct LatencyAnomalyOptions {
   double factor = 3.0;                 // flag when a window's p99 exceeds factor x the baseline
   std::uint64_t min_requests = 50;     // windows with fewer requests neither flag nor move the baseline
@@ -51,54 +54,79 @@ struct LatencyAnomaly {
   std::uint64_t windows_flagged = 0;      // windows that raised the flag so far
 };
 
+// One cache tier's lookups as the engine counted them (a request that
+// skips the tier, or a tier that is disabled, counts nothing).
+struct RAPIDQA_EXPORT TierLookupMetrics {
+  std::uint64_t hits = 0;
+  std::uint64_t misses = 0;
+  // hits / (hits + misses), 0 when there were no lookups.
+  double hit_ratio() const;
+};
+
+// The three tiers together (result, knowledge, semantic).
+struct CacheTierTotals {
+  std::uint64_t evictions = 0;     // answers dropped to stay within the entry or byte bounds
+  std::uint64_t expirations = 0;   // answers dropped because their TTL passed
+  std::uint64_t invalidations = 0; // answers dropped because their knowledge changed
+  std::uint64_t displacements = 0; // answers dropped because an added or changed entry answers better
+  std::size_t entries = 0;         // answers held now
+  std::size_t bytes = 0;           // estimated bytes held now
+};
+
+// The model encoder's batcher (all zero when the encoder is called inline).
+struct EncoderBatcherMetrics {
+  std::size_t queue_depth = 0;             // requests waiting now
+  std::uint64_t batches = 0;               // forward passes run
+  std::uint64_t rejected = 0;              // requests refused by the full queue
+  std::uint64_t timed_out = 0;             // requests whose deadline passed in the queue
+  std::vector<std::uint64_t> batch_sizes;  // [n]: batches of n requests
+  std::size_t max_batch_size = 0;          // current limit (the AutoTuner may move it)
+  std::uint64_t tuner_moves = 0;           // AutoTuner adjustments of the limits
+};
+
+// Sharing changes through Redis (all zero without EngineOptions::redis;
+// counted since create, reset_metrics leaves them).
+struct ChangeRelayMetrics {
+  bool connected = false;       // subscribed and able to publish now
+  std::uint64_t outages = 0;    // times Redis was lost, or unreachable at start
+  std::uint64_t published = 0;  // this instance's changes Redis accepted
+  std::uint64_t received = 0;   // peers' changes applied as they happened
+  std::uint64_t replayed = 0;   // peers' changes applied from the change log after a reconnect
+  std::uint64_t queued = 0;     // this instance's changes waiting for Redis now
+  std::uint64_t dropped = 0;    // this instance's changes lost (queue full, or refused by Redis)
+  std::uint64_t malformed = 0;  // messages from Redis skipped because they could not be read
+  std::uint64_t gaps = 0;       // times every cached answer was dropped because changes may have been missed
+};
+
+// Hot questions re-answered in the background after a change.
+struct RebuildMetrics {
+  std::uint64_t completed = 0;  // re-answered
+  std::uint64_t dropped = 0;    // refused because the queue was full
+};
+
 struct RAPIDQA_EXPORT MetricsSnapshot {
   std::array<LatencySummary, kStageCount> stages{};  // indexed by Stage
   std::uint64_t asks = 0;             // ask calls that returned an Answer
   std::uint64_t errors = 0;           // ask calls that returned an error
-  std::uint64_t result_cache_hits = 0;
-  std::uint64_t result_cache_misses = 0;
-  std::uint64_t semantic_cache_hits = 0;
-  std::uint64_t semantic_cache_misses = 0;
-  std::uint64_t knowledge_cache_hits = 0;
-  std::uint64_t knowledge_cache_misses = 0;
   std::uint64_t fallback_answers = 0; // nothing matched well enough
   std::uint64_t degraded_answers = 0;
-  std::uint64_t rebuilds_completed = 0;  // hot questions re-answered in the background
-  std::uint64_t rebuilds_dropped = 0;    // rebuilds refused because the queue was full
-  // The three tiers together (result, semantic, knowledge):
-  std::uint64_t cache_evictions = 0;     // answers dropped to stay within the entry or byte bounds
-  std::uint64_t cache_expirations = 0;   // answers dropped because their TTL passed
-  std::uint64_t cache_invalidations = 0; // answers dropped because their knowledge changed
-  std::uint64_t cache_displacements = 0; // answers dropped because an added or changed entry answers better
-  std::size_t cache_entries = 0;         // answers held now
-  std::size_t cache_bytes = 0;           // estimated bytes held now
-  // The model encoder's batcher (all zero when the encoder is called inline):
-  std::size_t encoder_queue_depth = 0;   // requests waiting now
-  std::uint64_t encoder_batches = 0;     // forward passes run
-  std::uint64_t encoder_rejected = 0;    // requests refused by the full queue
-  std::uint64_t encoder_timed_out = 0;   // requests whose deadline passed in the queue
-  std::vector<std::uint64_t> encoder_batch_sizes;  // [n]: batches of n requests
-  std::size_t encoder_max_batch_size = 0;          // current limit (the AutoTuner may move it)
-
-  std::uint64_t tuner_moves = 0;         // AutoTuner adjustments of the encoder batcher
+  TierLookupMetrics result_cache;
+  TierLookupMetrics knowledge_cache;
+  TierLookupMetrics semantic_cache;
+  CacheTierTotals caches;
+  EncoderBatcherMetrics batcher;
   LatencyAnomaly anomaly;
-  // Sharing changes through Redis (all zero without EngineOptions::redis;
-  // counted since create, reset_metrics leaves them).
-  bool redis_connected = false;          // subscribed and able to publish now
-  std::uint64_t redis_outages = 0;       // times Redis was lost, or unreachable at start
-  std::uint64_t changes_published = 0;   // this instance's changes Redis accepted
-  std::uint64_t changes_received = 0;    // peers' changes applied as they happened
-  std::uint64_t changes_replayed = 0;    // peers' changes applied from the change log after a reconnect
-  std::uint64_t changes_queued = 0;      // this instance's changes waiting for Redis now
-  std::uint64_t changes_dropped = 0;     // this instance's changes lost (queue full, or refused by Redis)
-  std::uint64_t changes_malformed = 0;   // messages from Redis skipped because they could not be read
-  std::uint64_t redis_gaps = 0;          // times every cached answer was dropped because changes may have been missed
+  ChangeRelayMetrics relay;
+  RebuildMetrics rebuilds;
 
   const LatencySummary& stage(Stage s) const { return stages[static_cast<std::size_t>(s)]; }
-  // hits / (hits + misses), 0 when there were no lookups.
-  double result_cache_hit_ratio() const;
-  double semantic_cache_hit_ratio() const;
-  double knowledge_cache_hit_ratio() const;
+  [[deprecated("use result_cache.hit_ratio()")]] double result_cache_hit_ratio() const { return result_cache.hit_ratio(); }
+  [[deprecated("use semantic_cache.hit_ratio()")]] double semantic_cache_hit_ratio() const {
+    return semantic_cache.hit_ratio();
+  }
+  [[deprecated("use knowledge_cache.hit_ratio()")]] double knowledge_cache_hit_ratio() const {
+    return knowledge_cache.hit_ratio();
+  }
   // A fixed-width table of every stage's count and p50/p95/p99 in µs.
   std::string format_table() const;
   // Every metric in the Prometheus text exposition format (version 0.0.4):

@@ -26,10 +26,11 @@
 
 #include "rapidqa/answer.h"
 #include "rapidqa/auto_tuner.h"
+#include "rapidqa/batching_options.h"
 #include "rapidqa/clock.h"
 #include "rapidqa/compute_runtime.h"
-#include "rapidqa/dynamic_batcher.h"
 #include "rapidqa/encoder.h"
+#include "rapidqa/engine_tuning.h"
 #include "rapidqa/export.h"
 #include "rapidqa/hashing_encoder.h"
 #include "rapidqa/knowledge_entry.h"
@@ -251,16 +252,18 @@ class RAPIDQA_EXPORT QAEngine {
   void wait_for_rebuilds();
 
   MetricsSnapshot metrics() const;
-  // Closes the current metrics window: p99 and QPS since the previous call,
-  // and the anomaly check. The AutoTuner's sampler; with auto_tune the
-  // engine's own tuner calls it, so do not call it as well.
-  LoadSample recent_load();
-  // The encoder batcher's limits, for an AutoTuner of the caller's own
-  // (empty functions when the encoder is called inline). Valid while the
-  // engine lives.
-  BatchControl encoder_batch_control();
-  // The engine's AutoTuner moves so far (empty without auto_tune).
-  std::vector<TunerMove> tuner_history() const;
+  // The hooks for steering the model batcher from outside (metrics
+  // windows, the batcher's limits, the engine's tuner's moves); valid while
+  // the engine lives.
+  EngineTuning& tuning();
+  const EngineTuning& tuning() const;
+  [[deprecated("use tuning().recent_load()")]] LoadSample recent_load() { return tuning().recent_load(); }
+  [[deprecated("use tuning().encoder_batch_control()")]] BatchControl encoder_batch_control() {
+    return tuning().encoder_batch_control();
+  }
+  [[deprecated("use tuning().tuner_history()")]] std::vector<TunerMove> tuner_history() const {
+    return tuning().tuner_history();
+  }
   void reset_metrics();
   // Drops every cached answer of every tier.
   void clear_caches();
@@ -268,6 +271,7 @@ class RAPIDQA_EXPORT QAEngine {
   const Encoder& encoder() const;
 
  private:
+  friend class EngineTuning;
   QAEngine();
   struct Impl;
   std::unique_ptr<Impl> impl_;

@@ -1,5 +1,5 @@
-// ResultCache: an exact tier. Maps a key (a normalised question and its
-// tenant) to the Answer given for it, for a limited time (TTL, absolute or
+// ResultCache: an exact tier. Maps a CacheKey (a normalised question and
+// its tenant) to the Answer given for it, for a limited time (TTL, absolute or
 // sliding, per cache and per answer) within bounds on entries and bytes
 // (least recently or least frequently used first out). A hit costs one hash
 // and one lock of a shard, so it answers repeated questions in
@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "rapidqa/answer.h"
+#include "rapidqa/cache_key.h"
 #include "rapidqa/cache_policy.h"
 #include "rapidqa/clock.h"
 #include "rapidqa/export.h"
@@ -70,27 +71,27 @@ class RAPIDQA_EXPORT ResultCache {
   // The answer stored under key if it has not expired; counts the hit
   // (recency, frequency, and with sliding expiry a fresh TTL). An expired
   // entry is removed and never returned.
-  std::optional<Answer> lookup(const std::string& key);
+  std::optional<Answer> lookup(const CacheKey& key);
 
   // Stores (or replaces) the answer for key for the cache's TTL, or for ttl
   // when positive and shorter; evicts by the policy when the shard is full
   // by count or by bytes. An answer larger than the shard's byte bound is
   // not stored.
-  void insert(const std::string& key, Answer answer, std::chrono::milliseconds ttl = std::chrono::milliseconds(0));
+  void insert(const CacheKey& key, Answer answer, std::chrono::milliseconds ttl = std::chrono::milliseconds(0));
 
   // The last resort of a degraded request: the answer under key even if it
   // expired, as long as it expired at most max_age ago (and within
   // stale_grace). *age receives how long ago it expired (zero when live).
-  std::optional<Answer> lookup_stale(const std::string& key, std::chrono::milliseconds max_age,
+  std::optional<Answer> lookup_stale(const CacheKey& key, std::chrono::milliseconds max_age,
                                      std::chrono::milliseconds* age = nullptr) const;
 
   // Removes key; returns whether it was there.
-  bool erase(const std::string& key);
+  bool erase(const CacheKey& key);
 
   // Removes every answer that was built from the given knowledge entry;
   // returns how many. hot_keys, when given, receives the keys of those that
   // had been hit at least min_hits times (worth re-answering ahead of time).
-  std::size_t invalidate_entry(const std::string& entry_id, std::vector<std::string>* hot_keys = nullptr,
+  std::size_t invalidate_entry(const std::string& entry_id, std::vector<CacheKey>* hot_keys = nullptr,
                                std::uint64_t min_hits = 1);
 
   void clear();

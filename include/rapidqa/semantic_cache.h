@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "rapidqa/answer.h"
+#include "rapidqa/cache_key.h"
 #include "rapidqa/cache_policy.h"
 #include "rapidqa/clock.h"
 #include "rapidqa/export.h"
@@ -88,11 +89,9 @@ struct SemanticCacheStats {
   std::size_t bytes = 0;                 // estimated bytes held now
 };
 
-// A cached question, as reported by SemanticCache::displace.
-struct CachedQuestion {
-  std::string tenant;
-  std::string question;  // normalised
-};
+// A cached question, as reported by SemanticCache::displace: the same
+// key the exact tiers file it under.
+using CachedQuestion = CacheKey;
 
 class RAPIDQA_EXPORT SemanticCache {
  public:

@@ -3,14 +3,18 @@
 // v)" after updating its knowledge; each tier subscribes and drops what was
 // built from X; the Redis relay subscribes too and carries the same event to
 // the other instances, whose engines apply it and publish it on their own
-// bus.
+// bus. What the subscribers did (answers dropped, questions worth
+// re-answering) comes back from publish() as a ChangeEffect, so the
+// publisher never has to fish it out of shared state.
 //
 // Thread safety: thread-safe. publish() runs every subscriber on the
 // calling thread before it returns, so a change has reached every tier when
 // the call that made it returns.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <iterator>
 #include <functional>
 #include <mutex>
 #include <optional>
@@ -19,6 +23,7 @@
 #include <utility>
 #include <vector>
 
+#include "rapidqa/cache_key.h"
 #include "rapidqa/knowledge_entry.h"
 
 namespace rapidqa::cache {
@@ -37,9 +42,24 @@ struct KnowledgeChange {
   std::string origin;                   // the instance that made the change
 };
 
+// What one change did to a subscriber's answers; publish() adds up every
+// subscriber's.
+struct ChangeEffect {
+  std::size_t removed = 0;             // cached answers dropped
+  std::vector<CacheKey> hot_questions; // dropped answers hit often enough to re-answer ahead of time
+
+  ChangeEffect& operator+=(ChangeEffect other) {
+    removed += other.removed;
+    hot_questions.insert(hot_questions.end(), std::make_move_iterator(other.hot_questions.begin()),
+                         std::make_move_iterator(other.hot_questions.end()));
+    return *this;
+  }
+};
+
 class ChangeBus {
  public:
-  using Subscriber = std::function<void(const KnowledgeChange&)>;
+  // A subscriber that keeps no answers (the Redis relay) returns {}.
+  using Subscriber = std::function<ChangeEffect(const KnowledgeChange&)>;
 
   // Subscribers are added while the owner is being set up; they live as
   // long as the bus.
@@ -48,9 +68,11 @@ class ChangeBus {
     subscribers_.push_back(std::move(subscriber));
   }
 
-  void publish(const KnowledgeChange& change) const {
+  ChangeEffect publish(const KnowledgeChange& change) const {
     std::shared_lock<std::shared_mutex> lock(mu_);
-    for (const auto& subscriber : subscribers_) subscriber(change);
+    ChangeEffect effect;
+    for (const auto& subscriber : subscribers_) effect += subscriber(change);
+    return effect;
   }
 
  private:

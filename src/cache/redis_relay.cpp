@@ -9,7 +9,6 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <random>
 #include <vector>
 
 #include <fmt/format.h>
@@ -17,6 +16,7 @@
 #include "cache/change_message.h"
 #include "cache/redis_client.h"
 #include "common/bounded_json.h"
+#include "common/random_id.h"
 
 namespace rapidqa::cache {
 namespace {
@@ -38,12 +38,6 @@ return id
 
 constexpr std::size_t kSendBatch = 64;      // changes per pipelined round trip
 constexpr std::size_t kReplayPage = 256;    // log entries per XRANGE
-
-std::string random_token() {
-  std::random_device device;
-  std::mt19937_64 generator((static_cast<std::uint64_t>(device()) << 32) ^ device());
-  return fmt::format("{:016x}", generator());
-}
 
 std::string preview(const std::string& payload) {
   constexpr std::size_t kShown = 80;
@@ -280,7 +274,7 @@ Status RedisRelay::connect(bool at_start) {
 
   // The epoch key outlives a connection but not Redis's data: a new value
   // means the log this instance's cursor points into is gone.
-  publisher->append({"SET", epoch_key_, random_token(), "NX"});
+  publisher->append({"SET", epoch_key_, detail::random_hex_id(), "NX"});
   publisher->append({"GET", epoch_key_});
   auto set = publisher->read_reply();
   if (!set) return set.status();

@@ -13,7 +13,7 @@
 namespace rapidqa {
 namespace {
 
-using Store = cache::TierStore<std::string, cache::CachedAnswer>;
+using Store = cache::TierStore<CacheKey, cache::CachedAnswer>;
 
 // One lock domain with its own share of the bounds.
 struct Shard {
@@ -22,9 +22,11 @@ struct Shard {
   Store store;  // guarded by mu
 };
 
-std::size_t item_bytes(const std::string& key, const cache::CachedAnswer& answer) {
-  // The key is held twice: in the item and in the store's index.
-  return 2 * key.capacity() + answer.bytes() + sizeof(Store::Item) + 32;
+std::size_t item_bytes(const CacheKey& key, const cache::CachedAnswer& answer) {
+  // The key is held twice: in the item and in the store's index. An empty
+  // tenant costs nothing beyond the struct it sits in.
+  const std::size_t key_bytes = key.question.capacity() + (key.tenant.empty() ? 0 : key.tenant.capacity());
+  return 2 * key_bytes + answer.bytes() + sizeof(Store::Item) + 32;
 }
 
 constexpr auto kIgnoreRemoval = [](const Store::Item&, cache::Removal) {};
@@ -36,7 +38,7 @@ struct ResultCache::Impl {
   std::vector<std::unique_ptr<Shard>> shards;
   std::atomic<std::uint64_t> hits{0}, misses{0}, lookup_expirations{0}, invalidations{0};
 
-  Shard& shard_for(const std::string& key) const { return *shards[std::hash<std::string>{}(key) % shards.size()]; }
+  Shard& shard_for(const CacheKey& key) const { return *shards[std::hash<CacheKey>{}(key) % shards.size()]; }
 };
 
 ResultCache::ResultCache(ResultCacheOptions options) : impl_(std::make_unique<Impl>()) {
@@ -56,7 +58,7 @@ ResultCache::ResultCache(ResultCacheOptions options) : impl_(std::make_unique<Im
 
 ResultCache::~ResultCache() = default;
 
-std::optional<Answer> ResultCache::lookup(const std::string& key) {
+std::optional<Answer> ResultCache::lookup(const CacheKey& key) {
   Shard& shard = impl_->shard_for(key);
   const auto now = impl_->options.clock->now();
   std::lock_guard<std::mutex> lock(shard.mu);
@@ -80,7 +82,7 @@ std::optional<Answer> ResultCache::lookup(const std::string& key) {
   return item->value.answer();
 }
 
-void ResultCache::insert(const std::string& key, Answer answer, std::chrono::milliseconds ttl) {
+void ResultCache::insert(const CacheKey& key, Answer answer, std::chrono::milliseconds ttl) {
   Shard& shard = impl_->shard_for(key);
   const auto now = impl_->options.clock->now();
   cache::CachedAnswer cached(std::move(answer));
@@ -89,7 +91,7 @@ void ResultCache::insert(const std::string& key, Answer answer, std::chrono::mil
   shard.store.insert(key, std::move(cached), bytes, ttl, now, kIgnoreRemoval);
 }
 
-std::optional<Answer> ResultCache::lookup_stale(const std::string& key, std::chrono::milliseconds max_age,
+std::optional<Answer> ResultCache::lookup_stale(const CacheKey& key, std::chrono::milliseconds max_age,
                                                 std::chrono::milliseconds* age) const {
   Shard& shard = impl_->shard_for(key);
   const auto now = impl_->options.clock->now();
@@ -104,13 +106,13 @@ std::optional<Answer> ResultCache::lookup_stale(const std::string& key, std::chr
   return item->value.answer();
 }
 
-bool ResultCache::erase(const std::string& key) {
+bool ResultCache::erase(const CacheKey& key) {
   Shard& shard = impl_->shard_for(key);
   std::lock_guard<std::mutex> lock(shard.mu);
   return shard.store.erase(key);
 }
 
-std::size_t ResultCache::invalidate_entry(const std::string& entry_id, std::vector<std::string>* hot_keys,
+std::size_t ResultCache::invalidate_entry(const std::string& entry_id, std::vector<CacheKey>* hot_keys,
                                          std::uint64_t min_hits) {
   std::size_t removed = 0;
   for (auto& shard : impl_->shards) {

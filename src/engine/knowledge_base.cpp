@@ -192,4 +192,27 @@ std::vector<KnowledgeMatch> KnowledgeBase::search(const float* query, std::size_
   return matches;
 }
 
+bool KnowledgeBase::built_from_current_versions(const Answer& answer) const {
+  return std::all_of(answer.matches.begin(), answer.matches.end(), [&](const EntryMatch& m) {
+    const KnowledgeEntry* e = find(m.entry_id);
+    return e != nullptr && e->version == m.version;
+  });
+}
+
+Answer answer_from_matches(const std::vector<KnowledgeMatch>& matches, float min_score,
+                           const std::string& fallback_text) {
+  Answer answer;
+  for (const auto& m : matches) answer.matches.push_back({m.entry->id, m.similarity, m.entry->version});
+  if (!matches.empty() && matches.front().similarity >= min_score) {
+    answer.text = matches.front().entry->answer;
+    answer.score = matches.front().similarity;
+    answer.tier = AnswerTier::kKnowledge;
+  } else {
+    answer.text = fallback_text;
+    answer.score = matches.empty() ? 0.0f : matches.front().similarity;
+    answer.tier = AnswerTier::kFallback;
+  }
+  return answer;
+}
+
 }  // namespace rapidqa::engine

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "index/vector_index.h"
+#include "rapidqa/answer.h"
 #include "rapidqa/encoder.h"
 #include "rapidqa/knowledge_entry.h"
 #include "rapidqa/status.h"
@@ -47,6 +48,10 @@ class KnowledgeBase {
   Status reindex();
 
   const KnowledgeEntry* find(const std::string& id) const;
+  // Whether every entry the answer was built from is still here at the
+  // version it was built from: the one test a cached answer passes before
+  // it is served or restored.
+  bool built_from_current_versions(const Answer& answer) const;
   // The indexed vectors of an entry's phrasings, row after row (empty when
   // the id is unknown).
   std::vector<float> phrasing_vectors(const std::string& id) const;
@@ -86,5 +91,11 @@ class KnowledgeBase {
   std::unordered_map<std::int64_t, std::string> label_to_id_;
   std::int64_t next_label_ = 0;
 };
+
+// The answer retrieval gives: the best entry's when it scores at least
+// min_score, else fallback_text (tier kFallback); every match is reported
+// with its version.
+Answer answer_from_matches(const std::vector<KnowledgeMatch>& matches, float min_score,
+                           const std::string& fallback_text);
 
 }  // namespace rapidqa::engine

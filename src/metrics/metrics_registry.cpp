@@ -14,9 +14,7 @@ double ratio(std::uint64_t hits, std::uint64_t misses) {
 }
 }  // namespace
 
-double MetricsSnapshot::result_cache_hit_ratio() const { return ratio(result_cache_hits, result_cache_misses); }
-double MetricsSnapshot::semantic_cache_hit_ratio() const { return ratio(semantic_cache_hits, semantic_cache_misses); }
-double MetricsSnapshot::knowledge_cache_hit_ratio() const { return ratio(knowledge_cache_hits, knowledge_cache_misses); }
+double TierLookupMetrics::hit_ratio() const { return ratio(hits, misses); }
 
 std::string MetricsSnapshot::format_table() const {
   auto us = [](std::chrono::nanoseconds ns) { return static_cast<double>(ns.count()) / 1000.0; };
@@ -29,17 +27,17 @@ std::string MetricsSnapshot::format_table() const {
   }
   out += fmt::format("asks {}  errors {}  hit ratios: result {:.3f}  knowledge {:.3f}  semantic {:.3f}  "
                      "fallback {}  degraded {}  rebuilds {} (dropped {})\n",
-                     asks, errors, result_cache_hit_ratio(), knowledge_cache_hit_ratio(), semantic_cache_hit_ratio(),
-                     fallback_answers, degraded_answers, rebuilds_completed, rebuilds_dropped);
+                     asks, errors, result_cache.hit_ratio(), knowledge_cache.hit_ratio(), semantic_cache.hit_ratio(),
+                     fallback_answers, degraded_answers, rebuilds.completed, rebuilds.dropped);
   out += fmt::format("caches: {} answers, {} bytes; evicted {}  expired {}  invalidated {}  displaced {}\n",
-                     cache_entries, cache_bytes, cache_evictions, cache_expirations, cache_invalidations,
-                     cache_displacements);
+                     caches.entries, caches.bytes, caches.evictions, caches.expirations, caches.invalidations,
+                     caches.displacements);
   // A relay has either connected or counted an outage; without one the line stays out.
-  if (redis_connected || redis_outages > 0) {
+  if (relay.connected || relay.outages > 0) {
     out += fmt::format("redis {}  outages {}  changes published {} received {} replayed {} queued {} dropped {}  "
                        "malformed {}  gaps {}\n",
-                       redis_connected ? "connected" : "down", redis_outages, changes_published, changes_received,
-                       changes_replayed, changes_queued, changes_dropped, changes_malformed, redis_gaps);
+                       relay.connected ? "connected" : "down", relay.outages, relay.published, relay.received,
+                       relay.replayed, relay.queued, relay.dropped, relay.malformed, relay.gaps);
   }
   return out;
 }
@@ -100,69 +98,69 @@ std::string MetricsSnapshot::format_prometheus() const {
   w.single("errors_total", "counter", "Asks refused for bad input.", static_cast<double>(errors));
   w.family("cache_lookups_total", "counter", "Cache lookups by tier and outcome.");
   for (const auto& [tier, hits, misses] :
-       {std::make_tuple("result", result_cache_hits, result_cache_misses),
-        std::make_tuple("knowledge", knowledge_cache_hits, knowledge_cache_misses),
-        std::make_tuple("semantic", semantic_cache_hits, semantic_cache_misses)}) {
+       {std::make_tuple("result", result_cache.hits, result_cache.misses),
+        std::make_tuple("knowledge", knowledge_cache.hits, knowledge_cache.misses),
+        std::make_tuple("semantic", semantic_cache.hits, semantic_cache.misses)}) {
     w.sample("cache_lookups_total", fmt::format("tier=\"{}\",outcome=\"hit\"", tier), static_cast<double>(hits));
     w.sample("cache_lookups_total", fmt::format("tier=\"{}\",outcome=\"miss\"", tier), static_cast<double>(misses));
   }
   w.family("cache_hit_ratio", "gauge", "Hits over lookups since start, by tier.");
-  w.sample("cache_hit_ratio", "tier=\"result\"", result_cache_hit_ratio());
-  w.sample("cache_hit_ratio", "tier=\"knowledge\"", knowledge_cache_hit_ratio());
-  w.sample("cache_hit_ratio", "tier=\"semantic\"", semantic_cache_hit_ratio());
+  w.sample("cache_hit_ratio", "tier=\"result\"", result_cache.hit_ratio());
+  w.sample("cache_hit_ratio", "tier=\"knowledge\"", knowledge_cache.hit_ratio());
+  w.sample("cache_hit_ratio", "tier=\"semantic\"", semantic_cache.hit_ratio());
   w.family("cache_removals_total", "counter", "Cached answers dropped, by reason (all tiers).");
-  for (const auto& [reason, n] : {std::make_pair("evicted", cache_evictions), std::make_pair("expired", cache_expirations),
-                                  std::make_pair("invalidated", cache_invalidations),
-                                  std::make_pair("displaced", cache_displacements)}) {
+  for (const auto& [reason, n] : {std::make_pair("evicted", caches.evictions), std::make_pair("expired", caches.expirations),
+                                  std::make_pair("invalidated", caches.invalidations),
+                                  std::make_pair("displaced", caches.displacements)}) {
     w.sample("cache_removals_total", fmt::format("reason=\"{}\"", reason), static_cast<double>(n));
   }
-  w.single("cache_entries", "gauge", "Cached answers held (all tiers).", static_cast<double>(cache_entries));
-  w.single("cache_bytes", "gauge", "Estimated bytes held by the caches.", static_cast<double>(cache_bytes));
+  w.single("cache_entries", "gauge", "Cached answers held (all tiers).", static_cast<double>(caches.entries));
+  w.single("cache_bytes", "gauge", "Estimated bytes held by the caches.", static_cast<double>(caches.bytes));
   w.single("fallback_answers_total", "counter", "Questions nothing matched well enough.", static_cast<double>(fallback_answers));
   w.single("degraded_answers_total", "counter", "Answers given by a cheaper path to meet a deadline or load.",
            static_cast<double>(degraded_answers));
   w.family("rebuilds_total", "counter", "Hot questions re-answered in the background after a change.");
-  w.sample("rebuilds_total", "outcome=\"completed\"", static_cast<double>(rebuilds_completed));
-  w.sample("rebuilds_total", "outcome=\"dropped\"", static_cast<double>(rebuilds_dropped));
-  w.single("encoder_queue_depth", "gauge", "Requests waiting for the model encoder.", static_cast<double>(encoder_queue_depth));
+  w.sample("rebuilds_total", "outcome=\"completed\"", static_cast<double>(rebuilds.completed));
+  w.sample("rebuilds_total", "outcome=\"dropped\"", static_cast<double>(rebuilds.dropped));
+  w.single("encoder_queue_depth", "gauge", "Requests waiting for the model encoder.", static_cast<double>(batcher.queue_depth));
   w.single("encoder_max_batch_size", "gauge", "The encoder batcher's current batch-size limit.",
-           static_cast<double>(encoder_max_batch_size));
+           static_cast<double>(batcher.max_batch_size));
   w.family("encoder_requests_refused_total", "counter", "Model requests that did not run, by reason.");
-  w.sample("encoder_requests_refused_total", "reason=\"rejected\"", static_cast<double>(encoder_rejected));
-  w.sample("encoder_requests_refused_total", "reason=\"timed_out\"", static_cast<double>(encoder_timed_out));
+  w.sample("encoder_requests_refused_total", "reason=\"rejected\"", static_cast<double>(batcher.rejected));
+  w.sample("encoder_requests_refused_total", "reason=\"timed_out\"", static_cast<double>(batcher.timed_out));
   w.family("encoder_batch_size", "histogram", "Requests per model forward pass.");
   {
     std::uint64_t cumulative = 0, batches = 0, requests = 0;
-    for (std::size_t n = 0; n < encoder_batch_sizes.size(); ++n) {
-      batches += encoder_batch_sizes[n];
-      requests += n * encoder_batch_sizes[n];
+    for (std::size_t n = 0; n < batcher.batch_sizes.size(); ++n) {
+      batches += batcher.batch_sizes[n];
+      requests += n * batcher.batch_sizes[n];
     }
     std::size_t n = 0;
     for (std::size_t bound = 1; bound <= 256; bound *= 2) {
-      for (; n < encoder_batch_sizes.size() && n <= bound; ++n) cumulative += encoder_batch_sizes[n];
+      for (; n < batcher.batch_sizes.size() && n <= bound; ++n) cumulative += batcher.batch_sizes[n];
       w.sample("encoder_batch_size_bucket", fmt::format("le=\"{}\"", bound), static_cast<double>(cumulative));
     }
     w.sample("encoder_batch_size_bucket", "le=\"+Inf\"", static_cast<double>(batches));
     w.sample("encoder_batch_size_sum", "", static_cast<double>(requests));
     w.sample("encoder_batch_size_count", "", static_cast<double>(batches));
   }
-  w.single("autotuner_moves_total", "counter", "AutoTuner adjustments of the encoder batcher.", static_cast<double>(tuner_moves));
+  w.single("autotuner_moves_total", "counter", "AutoTuner adjustments of the encoder batcher.", static_cast<double>(batcher.tuner_moves));
   w.single("latency_anomaly", "gauge", "1 while the latest window's p99 is above its threshold times the baseline.",
            anomaly.active ? 1.0 : 0.0);
   w.single("latency_anomaly_windows_total", "counter", "Windows that raised the latency anomaly flag.",
            static_cast<double>(anomaly.windows_flagged));
   w.single("redis_connected", "gauge", "1 while this instance is subscribed to Redis and can publish.",
-           redis_connected ? 1.0 : 0.0);
-  w.single("redis_outages_total", "counter", "Times Redis was lost or unreachable.", static_cast<double>(redis_outages));
+           relay.connected ? 1.0 : 0.0);
+  w.single("redis_outages_total", "counter", "Times Redis was lost or unreachable.", static_cast<double>(relay.outages));
   w.family("redis_changes_total", "counter", "Knowledge changes shared through Redis, by what happened to them.");
-  for (const auto& [what, n] : {std::make_pair("published", changes_published), std::make_pair("received", changes_received),
-                                std::make_pair("replayed", changes_replayed), std::make_pair("dropped", changes_dropped),
-                                std::make_pair("malformed", changes_malformed)}) {
+  for (const auto& [what, n] : {std::make_pair("published", relay.published), std::make_pair("received", relay.received),
+                                std::make_pair("replayed", relay.replayed), std::make_pair("dropped", relay.dropped),
+                                std::make_pair("malformed", relay.malformed)}) {
     w.sample("redis_changes_total", fmt::format("outcome=\"{}\"", what), static_cast<double>(n));
   }
-  w.single("redis_changes_queued", "gauge", "This instance's changes waiting for Redis.", static_cast<double>(changes_queued));
+  w.single("redis_changes_queued", "gauge", "This instance's changes waiting for Redis.", static_cast<double>(relay.queued));
   w.single("redis_gaps_total", "counter", "Times every cached answer was dropped because changes may have been missed.",
-           static_cast<double>(redis_gaps));
+           static_cast<double>(relay.gaps));
   w.single("recent_p99_seconds", "gauge", "p99 of total latency in the latest closed window.", seconds(anomaly.recent_p99));
   w.single("baseline_p99_seconds", "gauge", "Moving baseline of the windows' p99.", seconds(anomaly.baseline_p99));
   return w.take();
@@ -202,12 +200,12 @@ MetricsSnapshot MetricsRegistry::snapshot() const {
   for (std::size_t i = 0; i < kStageCount; ++i) s.stages[i] = stages_[i].summary();
   s.asks = asks_.load(std::memory_order_relaxed);
   s.errors = errors_.load(std::memory_order_relaxed);
-  s.result_cache_hits = result_hits_.load(std::memory_order_relaxed);
-  s.result_cache_misses = result_misses_.load(std::memory_order_relaxed);
-  s.semantic_cache_hits = semantic_hits_.load(std::memory_order_relaxed);
-  s.semantic_cache_misses = semantic_misses_.load(std::memory_order_relaxed);
-  s.knowledge_cache_hits = knowledge_hits_.load(std::memory_order_relaxed);
-  s.knowledge_cache_misses = knowledge_misses_.load(std::memory_order_relaxed);
+  s.result_cache.hits = result_hits_.load(std::memory_order_relaxed);
+  s.result_cache.misses = result_misses_.load(std::memory_order_relaxed);
+  s.semantic_cache.hits = semantic_hits_.load(std::memory_order_relaxed);
+  s.semantic_cache.misses = semantic_misses_.load(std::memory_order_relaxed);
+  s.knowledge_cache.hits = knowledge_hits_.load(std::memory_order_relaxed);
+  s.knowledge_cache.misses = knowledge_misses_.load(std::memory_order_relaxed);
   s.fallback_answers = fallbacks_.load(std::memory_order_relaxed);
   s.degraded_answers = degraded_.load(std::memory_order_relaxed);
   std::lock_guard<std::mutex> lock(window_mu_);

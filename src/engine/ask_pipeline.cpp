@@ -1,0 +1,237 @@
+#include "engine/ask_pipeline.h"
+
+#include <algorithm>
+#include <cmath>
+#include <mutex>
+#include <shared_mutex>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "engine/options_validation.h"
+
+namespace rapidqa::engine {
+namespace {
+
+// Stage timings are latency measurements: always real time, whatever the
+// engine's clock (see clock.h).
+using SteadyTime = std::chrono::steady_clock;
+
+// Measures one stage after another into an Answer's timings.
+class StageTimer {
+ public:
+  explicit StageTimer(StageTimings& timings) : timings_(timings), start_(SteadyTime::now()) {}
+  void finish(Stage stage) {
+    const auto now = SteadyTime::now();
+    timings_[stage] += std::chrono::duration_cast<std::chrono::nanoseconds>(now - start_);
+    start_ = now;
+  }
+
+ private:
+  StageTimings& timings_;
+  SteadyTime::time_point start_;
+};
+
+// The longest budget a request may have: a huge one must not overflow the
+// clock.
+constexpr auto kMaxTimeout = std::chrono::hours(24);
+
+}  // namespace
+
+// What one ask carries from stage to stage.
+struct AskPipeline::Request {
+  Request(std::string_view question_text, const AskOptions& ask_options, Clock::time_point clock_now)
+      : question(question_text), options(ask_options), clock_started(clock_now) {}
+
+  std::string_view question;
+  const AskOptions& options;
+  const SteadyTime::time_point started = SteadyTime::now();
+  const Clock::time_point clock_started;  // the deadline counts from here
+  StageTimings timings;
+  StageTimer timer{timings};
+  CacheKey key;  // the tenant and the normalised question
+  TierUse use;
+  bool looked_up_knowledge = false, looked_up_semantic = false;
+  std::shared_lock<std::shared_mutex> knowledge_lock;
+  std::size_t top_k = 0;
+  float min_score = 0;
+  std::optional<Clock::time_point> deadline;
+  std::vector<float> vector;
+  float nearest_cached = -1;   // the semantic tier's nearest question
+  std::string near_miss;       // why the semantic tier refused a close question
+};
+
+Status AskPipeline::fail(Status why) {
+  parts_.metrics->record_error();
+  return why;
+}
+
+Result<Answer> AskPipeline::finish(Request& request, Answer answer) {
+  answer.timings = request.timings;
+  answer.timings[Stage::kTotal] =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(SteadyTime::now() - request.started);
+  parts_.metrics->record_answer(answer, request.use.result, request.looked_up_knowledge, request.looked_up_semantic);
+  return answer;
+}
+
+Result<Answer> AskPipeline::ask(std::string_view question, const AskOptions& options) {
+  const EngineOptions& engine = *parts_.options;
+  Request request(question, options, engine.clock->now());
+  request.use = parts_.tiers->use_for(options);
+  if (Status valid = validate_ask_options(options); !valid.is_ok()) return fail(valid);
+  auto normalized = normalize_text(question, engine.normalize);
+  request.timer.finish(Stage::kNormalize);
+  if (!normalized) return fail(normalized.status());
+  // Cache keys carry the tenant, so tenants never share an entry.
+  request.key = CacheKey(options.tenant, std::move(normalized).value());
+
+  if (auto hit = lookup_exact_tiers(request)) return finish(request, std::move(*hit));
+
+  request.top_k = options.top_k.value_or(engine.top_k);
+  request.min_score = options.min_answer_score.value_or(engine.min_answer_score);
+  const auto timeout = std::min<std::chrono::milliseconds>(
+      options.timeout.count() > 0 ? options.timeout : engine.degradation.default_timeout, kMaxTimeout);
+  if (timeout.count() > 0) request.deadline = request.clock_started + timeout;
+
+  std::optional<Answer> degraded;
+  if (Status encoded = encode(request, degraded); !encoded.is_ok()) return fail(encoded);
+  if (degraded) return finish(request, std::move(*degraded));
+  if (auto hit = lookup_semantic_tier(request)) return finish(request, std::move(*hit));
+  return finish(request, retrieve_and_read(request));
+}
+
+std::optional<Answer> AskPipeline::lookup_exact_tiers(Request& request) {
+  CacheTiers& tiers = *parts_.tiers;
+  if (request.use.result) {
+    auto hit = tiers.lookup_result(request.key);
+    request.timer.finish(Stage::kResultCache);
+    if (hit) return hit;
+  }
+  // The knowledge is read under the shared lock for the rest of the
+  // request, so an update cannot slip between retrieval and the cache
+  // fill and leave an answer from the old version in a cache.
+  request.knowledge_lock = parts_.knowledge->read();
+  if (!request.use.knowledge) return std::nullopt;
+  // Timed with the result tier: both are exact lookups by question.
+  request.looked_up_knowledge = true;
+  auto hit = tiers.lookup_knowledge(request.key, parts_.knowledge->base());
+  request.timer.finish(Stage::kResultCache);
+  if (hit && request.use.result) tiers.fill_result(request.key, *hit, cache_ttl_of(*hit));
+  return hit;
+}
+
+Status AskPipeline::encode(Request& request, std::optional<Answer>& degraded) {
+  const Encoder& encoder = *parts_.encoder;
+  const std::string text = encoder.wants_normalized_text() ? request.key.question : std::string(request.question);
+  if (parts_.batching) {
+    // The model's vectors do not depend on the knowledge: wait for it
+    // without the lock, so updates are never held behind the model. The
+    // semantic lookup, retrieval and cache fill run under one hold again,
+    // so an update still cannot slip between them.
+    request.knowledge_lock.unlock();
+    std::string why_not_model = parts_.batching->encode(text, request.options.priority, request.deadline, request.vector);
+    request.knowledge_lock.lock();
+    request.timer.finish(Stage::kEncode);
+    if (!why_not_model.empty()) {
+      degraded = parts_.degraded->answer(std::move(why_not_model), request.key, request.deadline, request.top_k,
+                                         request.use.any, *parts_.tiers, parts_.knowledge->base());
+      request.timer.finish(Stage::kRetrieve);
+      return Status::ok();
+    }
+  } else {
+    Status encoded = encoder.encode({text}, request.vector);
+    request.timer.finish(Stage::kEncode);
+    if (!encoded.is_ok()) return encoded;
+  }
+  // A broken encoder (NaN weights, a user's encoder with a bug) must not
+  // reach retrieval: NaN similarities compare as "good enough".
+  const std::vector<float>& v = request.vector;
+  if (v.size() != encoder.dimension() || !std::all_of(v.begin(), v.end(), [](float x) { return std::isfinite(x); })) {
+    return Status::internal(fmt::format("the encoder {} returned a vector of {} values, not {} finite ones",
+                                        encoder.name(), v.size(), encoder.dimension()));
+  }
+  return Status::ok();
+}
+
+std::optional<Answer> AskPipeline::lookup_semantic_tier(Request& request) {
+  if (!request.use.semantic) return std::nullopt;
+  request.looked_up_semantic = true;
+  SemanticLookup cached =
+      parts_.tiers->lookup_semantic(request.vector.data(), request.key, request.options.semantic_threshold);
+  request.timer.finish(Stage::kSemanticCache);
+  request.nearest_cached = cached.nearest_similarity;
+  request.near_miss = cached.refused_reason;
+  if (cached.answer && request.use.result) {
+    parts_.tiers->fill_result(request.key, *cached.answer, cache_ttl_of(*cached.answer));
+  }
+  return std::move(cached.answer);
+}
+
+Answer AskPipeline::retrieve_and_read(Request& request) {
+  const EngineOptions& engine = *parts_.options;
+  const auto matches = parts_.knowledge->base().search(request.vector.data(), std::max<std::size_t>(request.top_k, 1));
+  request.timer.finish(Stage::kRetrieve);
+
+  Answer answer = answer_from_matches(matches, request.min_score, engine.fallback_answer);
+  answer.nearest_cached_similarity = request.nearest_cached;
+  answer.near_miss_reason = request.near_miss;
+  if (engine.reader && answer.tier == AnswerTier::kKnowledge) {
+    if (request.deadline && engine.clock->now() >= *request.deadline) {
+      answer.degraded = true;
+      answer.degraded_reason = "the deadline passed before the reader ran: FAQ answer given";
+    } else {
+      read_answer(request, matches, answer);
+    }
+    request.timer.finish(Stage::kInfer);
+  }
+  if (answer.matches.size() > request.top_k) answer.matches.resize(request.top_k);
+  // A fallback is never cached: a later entry may answer the question.
+  // Neither is an answer the reader failed on: the next ask should read.
+  if (answer.tier == AnswerTier::kKnowledge && !answer.degraded) {
+    parts_.tiers->fill(request.use, request.key, request.vector.data(), answer, cache_ttl_of(answer));
+  }
+  request.timer.finish(Stage::kPostprocess);
+  return answer;
+}
+
+// A reader failure keeps the FAQ answer and says so: the request still gets
+// an answer.
+void AskPipeline::read_answer(Request& request, const std::vector<KnowledgeMatch>& matches, Answer& answer) const {
+  const EngineOptions& engine = *parts_.options;
+  // The best entry decides: without a passage of its own, its FAQ answer
+  // stands rather than a span from a less relevant entry.
+  if (matches.empty() || matches.front().entry->context.empty()) return;
+  std::vector<std::string> passages;
+  std::vector<const KnowledgeEntry*> owners;
+  for (const auto& m : matches) {
+    if (owners.size() == engine.reader_passages || m.similarity < request.min_score) break;
+    if (m.entry->context.empty()) continue;
+    passages.push_back(m.entry->context);
+    owners.push_back(m.entry);
+  }
+  if (passages.empty()) return;
+  auto spans = engine.reader->read(std::string(request.question), passages, 1);
+  if (!spans) {
+    answer.degraded = true;
+    answer.degraded_reason = "reader failed, FAQ answer given: " + spans.status().message();
+    return;
+  }
+  if (spans->empty()) return;
+  const AnswerSpan& best = spans->front();
+  answer.text = best.text;
+  answer.extracted = ExtractedSpan{owners[best.passage]->id, best.begin, best.end, best.score, best.probability};
+}
+
+std::chrono::milliseconds AskPipeline::cache_ttl_of(const Answer& answer) const {
+  const KnowledgeBase& knowledge = parts_.knowledge->base();
+  std::chrono::milliseconds ttl{0};
+  auto shorten = [&](const std::string& id) {
+    const KnowledgeEntry* e = knowledge.find(id);
+    if (e && e->cache_ttl.count() > 0 && (ttl.count() == 0 || e->cache_ttl < ttl)) ttl = e->cache_ttl;
+  };
+  if (!answer.matches.empty()) shorten(answer.matches.front().entry_id);
+  if (answer.extracted) shorten(answer.extracted->entry_id);
+  return ttl;
+}
+
+}  // namespace rapidqa::engine

@@ -1,0 +1,63 @@
+// EngineKnowledge: the knowledge an engine answers from, the lock over it,
+// and the one place every change to it is made, so the degraded path's
+// lexical mirror follows each change without any caller doing it by hand.
+// Each change returns the KnowledgeChange event to publish on the change
+// bus (the caches are the bus's business, not this class's).
+//
+// Thread safety: thread-compatible under its own lock: take write() around
+// a change and the publication of its event, read() around anything that
+// reads base(). The lock is exposed rather than taken inside because the
+// engine must hold it across a change *and* the cache invalidation that
+// follows, and an ask across retrieval *and* the cache fill.
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <shared_mutex>
+#include <string>
+#include <vector>
+
+#include "cache/knowledge_change.h"
+#include "engine/degraded_path.h"
+#include "engine/knowledge_base.h"
+#include "rapidqa/encoder.h"
+#include "rapidqa/knowledge_entry.h"
+#include "rapidqa/status.h"
+
+namespace rapidqa::engine {
+
+class EngineKnowledge {
+ public:
+  // mirror: the degraded path whose lexical index follows every change;
+  // null when there is none. It must outlive this object.
+  EngineKnowledge(std::shared_ptr<Encoder> encoder, KnowledgeBaseOptions options, DegradedPath* mirror);
+
+  std::unique_lock<std::shared_mutex> write() const { return std::unique_lock<std::shared_mutex>(mu_); }
+  std::shared_lock<std::shared_mutex> read() const { return std::shared_lock<std::shared_mutex>(mu_); }
+
+  // Reads, under read() or write().
+  const KnowledgeBase& base() const { return base_; }
+
+  // Changes, under write(). On error nothing changes and there is nothing
+  // to publish.
+  Result<cache::KnowledgeChange> replace_all(std::vector<KnowledgeEntry> entries);
+  Result<cache::KnowledgeChange> add(KnowledgeEntry entry);
+  Result<cache::KnowledgeChange> update(KnowledgeEntry entry);
+  Result<cache::KnowledgeChange> remove(const std::string& id);
+  // A peer's change (delivered by the Redis relay), applied when it is
+  // newer than the local copy; a refusal is logged through `log`. The
+  // caches drop what it names whatever happened here (dropping a cached
+  // answer is always safe), so there is no failure to return.
+  void apply_remote(const cache::KnowledgeChange& change, const LogSink& log);
+  Status reindex();
+
+ private:
+  cache::KnowledgeChange upsert_change(const std::string& id) const;
+  void mirror(const std::string& id);
+
+  mutable std::shared_mutex mu_;
+  KnowledgeBase base_;   // guarded by mu_
+  DegradedPath* mirror_; // its mirror guarded by mu_ too
+};
+
+}  // namespace rapidqa::engine

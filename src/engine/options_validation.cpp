@@ -1,0 +1,136 @@
+#include "engine/options_validation.h"
+
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "cache/redis_relay.h"
+#include "text/utf8.h"
+
+namespace rapidqa::engine {
+namespace {
+
+// Longest tenant name: tenants name namespaces, not documents; a longer one
+// is refused rather than stored in every cache key.
+constexpr std::size_t kMaxTenantBytes = 256;
+// The longest a cache may keep an answer: beyond a year is a typo.
+constexpr auto kMaxCacheTtl = std::chrono::hours(24 * 366);
+
+Status check_score(float score, const char* field) {
+  if (score >= -1.0f && score <= 1.0f) return Status::ok();  // false for NaN too
+  return Status::invalid_argument(fmt::format("{} {} is outside [-1, 1]", field, score));
+}
+
+Status check_tier(const ResultCacheOptions& o, const char* name) {
+  if (o.ttl.count() <= 0 || o.ttl > kMaxCacheTtl) {
+    return Status::invalid_argument(fmt::format(
+        "{}.ttl {} ms is outside (0, one year] (to cache nothing, disable the tier)", name, o.ttl.count()));
+  }
+  if (o.stale_grace.count() < 0 || o.stale_grace > kMaxCacheTtl) {
+    return Status::invalid_argument(fmt::format("{}.stale_grace {} ms is outside [0, one year]", name, o.stale_grace.count()));
+  }
+  if (o.shards == 0) return Status::invalid_argument(fmt::format("{}.shards must be at least 1", name));
+  return Status::ok();
+}
+
+}  // namespace
+
+Status validate_tenant(const std::string& tenant) {
+  if (tenant.size() > kMaxTenantBytes) {
+    return Status::invalid_argument(
+        fmt::format("tenant is {} bytes, more than the limit of {}", tenant.size(), kMaxTenantBytes));
+  }
+  if (text::find_invalid_utf8(tenant) != std::string::npos) return Status::invalid_argument("tenant is not valid UTF-8");
+  // Control characters would make keys ambiguous in logs and peers' messages.
+  for (unsigned char c : tenant) {
+    if (c < 0x20 || c == 0x7f) {
+      return Status::invalid_argument(fmt::format("tenant contains the control character 0x{:02x}", c));
+    }
+  }
+  return Status::ok();
+}
+
+// Every option, refused with its name rather than quietly fixed.
+Status validate_engine_options(const EngineOptions& o) {
+  if (o.encoder && o.encoder->dimension() == 0) return Status::invalid_argument("encoder has dimension 0");
+  if (!o.encoder && o.hashing.dimension == 0) return Status::invalid_argument("hashing.dimension must be positive");
+  if (!o.encoder && o.hashing.dimension > 65536) {
+    return Status::invalid_argument(fmt::format("hashing.dimension {} is more than 65536", o.hashing.dimension));
+  }
+  if (Status s = check_score(o.min_answer_score, "min_answer_score"); !s.is_ok()) return s;
+  // Above 1 is allowed here: it switches the lexical path's answers off.
+  if (!std::isfinite(o.degradation.lexical_min_score)) {
+    return Status::invalid_argument(fmt::format("degradation.lexical_min_score {} is not finite", o.degradation.lexical_min_score));
+  }
+  if (o.top_k == 0 || o.top_k > kMaxTopK) {
+    return Status::invalid_argument(fmt::format("top_k {} is outside [1, {}]", o.top_k, kMaxTopK));
+  }
+  if (o.reader_passages > kMaxTopK) {
+    return Status::invalid_argument(fmt::format("reader_passages {} is more than {}", o.reader_passages, kMaxTopK));
+  }
+  // A disabled tier's options are never used: not checked.
+  if (o.enable_result_cache) {
+    if (Status s = check_tier(o.result_cache, "result_cache"); !s.is_ok()) return s;
+  }
+  if (o.enable_knowledge_cache) {
+    if (Status s = check_tier(o.knowledge_cache, "knowledge_cache"); !s.is_ok()) return s;
+  }
+  if (o.enable_semantic_cache && (o.semantic_cache.ttl.count() <= 0 || o.semantic_cache.ttl > kMaxCacheTtl)) {
+    return Status::invalid_argument(
+        fmt::format("semantic_cache.ttl {} ms is outside (0, one year]", o.semantic_cache.ttl.count()));
+  }
+  if (o.degradation.max_staleness.count() < 0 || o.degradation.max_staleness > kMaxCacheTtl) {
+    return Status::invalid_argument("degradation.max_staleness must be between 0 and a year");
+  }
+  if (o.degradation.default_timeout.count() < 0) return Status::invalid_argument("degradation.default_timeout must not be negative");
+  if (o.degradation.lexical_reserve.count() < 0) return Status::invalid_argument("degradation.lexical_reserve must not be negative");
+  if (o.rebuild_workers > 64) return Status::invalid_argument(fmt::format("rebuild_workers {} is more than 64", o.rebuild_workers));
+  if (o.knowledge_search_breadth <= 0) return Status::invalid_argument("knowledge_search_breadth must be positive");
+  if (o.normalize.max_bytes == 0) return Status::invalid_argument("normalize.max_bytes must be positive");
+  if (o.reader && o.reader_passages == 0) return Status::invalid_argument("reader_passages must be at least 1");
+  if (!(o.degradation.queue_saturation > 0.0 && o.degradation.queue_saturation <= 1.0)) {
+    return Status::invalid_argument(
+        fmt::format("degradation.queue_saturation {} is outside (0, 1]", o.degradation.queue_saturation));
+  }
+  if (o.encoder_batching.queue_capacity == 0) return Status::invalid_argument("encoder_batching.queue_capacity must be positive");
+  // Each worker is a thread, each batch slot a model input: a typo of
+  // 100000 would hang create() starting threads.
+  if (o.encoder_batching.workers == 0 || o.encoder_batching.workers > 64) {
+    return Status::invalid_argument(fmt::format("encoder_batching.workers {} is outside [1, 64]", o.encoder_batching.workers));
+  }
+  if (o.encoder_batching.max_batch_size == 0 || o.encoder_batching.max_batch_size > 4096) {
+    return Status::invalid_argument(
+        fmt::format("encoder_batching.max_batch_size {} is outside [1, 4096]", o.encoder_batching.max_batch_size));
+  }
+  if (o.auto_tune) {
+    const AutoTunerOptions& t = o.tuner;
+    if (!(t.shrink_factor > 0 && t.shrink_factor < 1) || !(t.grow_factor > 1 && std::isfinite(t.grow_factor))) {
+      return Status::invalid_argument("tuner.shrink_factor must be in (0, 1) and tuner.grow_factor finite and above 1");
+    }
+    if (t.min_batch_size == 0 || t.min_batch_size > t.max_batch_size || t.hysteresis == 0) {
+      return Status::invalid_argument("tuner: min_batch_size must be in [1, max_batch_size] and hysteresis at least 1");
+    }
+  }
+  if (!o.redis.host.empty()) return cache::validate_redis_sync_options(o.redis);
+  return Status::ok();
+}
+
+
+Status validate_ask_options(const AskOptions& o) {
+  if (o.semantic_threshold && !(*o.semantic_threshold > 0.0f && *o.semantic_threshold <= 1.0f)) {
+    return Status::invalid_argument(fmt::format("semantic_threshold {} is outside (0, 1]", *o.semantic_threshold));
+  }
+  if (o.top_k && (*o.top_k == 0 || *o.top_k > kMaxTopK)) {
+    return Status::invalid_argument(fmt::format("top_k {} is outside [1, {}]", *o.top_k, kMaxTopK));
+  }
+  if (o.min_answer_score) {
+    if (Status s = check_score(*o.min_answer_score, "min_answer_score"); !s.is_ok()) return s;
+  }
+  if (o.timeout.count() < 0) return Status::invalid_argument(fmt::format("timeout {} ms is negative", o.timeout.count()));
+  const int priority = static_cast<int>(o.priority);
+  if (priority < 0 || priority > static_cast<int>(BatchPriority::kLow)) {
+    return Status::invalid_argument(fmt::format("priority {} is not high, normal or low", priority));
+  }
+  return validate_tenant(o.tenant);
+}
+}  // namespace rapidqa::engine
