@@ -21,3 +21,26 @@ run_step(${CMAKE_COMMAND} -S ${CONSUMER_SOURCE} -B ${WORK_DIR}/build -DCMAKE_PRE
 run_step(${CMAKE_COMMAND} --build ${WORK_DIR}/build -j 2)
 run_step(${WORK_DIR}/build/consumer_cpp ${FAQ})
 run_step(${WORK_DIR}/build/consumer_c ${FAQ})
+
+# Every installed program answers --help with exit code 0 and its usage on
+# stdout, and refuses an unknown option with exit code 2 (as
+# tests/cli/every_tool_usage.sh checks in the build tree). The installed
+# programs carry no RPATH to ${prefix}/lib, so the library is found through
+# LD_LIBRARY_PATH here.
+file(GLOB installed_programs ${prefix}/bin/*)
+if(NOT installed_programs)
+  message(FATAL_ERROR "no programs were installed under ${prefix}/bin")
+endif()
+foreach(program IN LISTS installed_programs)
+  execute_process(COMMAND ${CMAKE_COMMAND} -E env LD_LIBRARY_PATH=${prefix}/lib ${program} --help
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0 OR NOT out MATCHES "usage")
+    message(FATAL_ERROR "${program} --help: exit code ${rc} (wanted 0 and the usage on stdout)\n${out}${err}")
+  endif()
+  execute_process(COMMAND ${CMAKE_COMMAND} -E env LD_LIBRARY_PATH=${prefix}/lib ${program} --no-such-option
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL 2 OR NOT err MATCHES "no-such-option")
+    message(FATAL_ERROR "${program} --no-such-option: exit code ${rc} (wanted 2 and a message on stderr)\n${out}${err}")
+  endif()
+  message(STATUS "${program}: --help and an unknown option answered")
+endforeach()
