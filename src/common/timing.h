@@ -30,7 +30,7 @@ using Seconds = std::chrono::duration<double>;
 
 struct TimingOptions {
   int warmup_calls = 1;  // untimed calls per candidate before the first sample
-  int samples = 5;       // timed samples per candidate; the median is the result
+  int samples = 5;       // timed samples per candidate (at least one); the median is the result
   // One sample repeats the work until this much time has passed (so a
   // microsecond kernel is not timed at the clock's resolution), or ...
   std::chrono::nanoseconds min_sample_time{0};

@@ -60,4 +60,6 @@ case_bench_keeps_google_benchmark_flags() {
 }
 
 echo "checking ${#tools[@]} programs: $(for t in "${tools[@]}"; do printf '%s ' "$(basename "$t")"; done)"
+# Every case; the one argument is the build folder, not a case name.
+# shellcheck disable=SC2119
 run_cases
