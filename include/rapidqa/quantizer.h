@@ -6,10 +6,10 @@
 // quantized to u8 with a zero point, per call from the batch's own range
 // (dynamic) or with ranges calibrated on sample text (static). A precision
 // table chooses per layer: INT8, FP32, or auto (INT8 unless it costs more
-// accuracy than the budget or is slower for the layer's shape). Each
-// quantized layer is measured on the calibration inputs against FP32 (SQNR,
-// cosine, latency before and after); with bias correction the mean output
-// shift it showed there is added back to its bias.
+// accuracy than the budget or is not clearly faster for the layer's shape).
+// Each quantized layer is measured on the calibration inputs against FP32
+// (SQNR, cosine, latency before and after); with bias correction the mean
+// output shift it showed there is added back to its bias.
 //
 // The saved format: docs/quantized-format.md.
 //
@@ -49,7 +49,8 @@ struct QuantizerOptions {
   // auto: a layer stays FP32 when its INT8 output's SQNR is below this (dB).
   double min_sqnr_db = 25.0;
   // Row counts (tokens per call: batch x sequence) at which each layer's
-  // latency is measured; auto keeps FP32 where INT8 is slower at any of them.
+  // latency is measured (FP32 and INT8 timed side by side, medians); auto
+  // keeps FP32 where INT8 is not at least 10% faster at any of them.
   std::vector<std::int64_t> latency_rows = {32, 1024};
   // Called with one line per step ("calibrating 3/20 batches", a layer's
   // result...). May be empty.

@@ -12,6 +12,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "common/timing.h"
 #include "model/packed_linear.h"
 #include "model/tiled_matmul.h"
 
@@ -172,19 +173,6 @@ void OneDnnLinear::forward_rows(const float* x, std::int64_t rows, float* y) con
 
 namespace {
 
-double seconds_per_call(const LinearOp& op, const at::Tensor& x) {
-  (void)op.forward(x);  // warm-up
-  const auto start = std::chrono::steady_clock::now();
-  int calls = 0;
-  double elapsed = 0;
-  do {
-    (void)op.forward(x);
-    ++calls;
-    elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  } while (elapsed < 0.004 && calls < 50);
-  return elapsed / calls;
-}
-
 Fp32Backend backend_from_environment() {
   const char* v = std::getenv("RAPIDQA_FP32_BACKEND");
   if (!v) return Fp32Backend::kAuto;
@@ -222,11 +210,19 @@ std::unique_ptr<LinearOp> make_fp32_linear(const at::Tensor& weight, const at::T
   }
   c10::InferenceMode inference;
   auto blas = std::make_unique<DenseLinear>(weight, bias, activation);
-  double blas_time = 0, onednn_time = 0;
+  // Side by side, as the pruner and the quantizer time: three interleaved
+  // samples of at least 1.5 ms (at most 50 calls) each, medians.
+  timing::TimingOptions timed;
+  timed.samples = 3;
+  timed.min_sample_time = std::chrono::microseconds(1500);
+  timed.max_calls_per_sample = 50;
+  timing::Seconds blas_time{0}, onednn_time{0};
   for (std::int64_t rows : {32, 256}) {
     const at::Tensor x = at::randn({rows, weight.size(1)});
-    blas_time += seconds_per_call(*blas, x);
-    onednn_time += seconds_per_call(*onednn, x);
+    const timing::PairedTimes t =
+        timing::interleaved_median_times([&] { (void)blas->forward(x); }, [&] { (void)onednn->forward(x); }, timed);
+    blas_time += t.first;
+    onednn_time += t.second;
   }
   const bool use_onednn = onednn_time < blas_time;
   {

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Shared by the command-line test scripts (tests/cli/*_tool.sh). Sourced,
 # not run. A script defines its cases as functions named case_NAME and ends
 # with `run_cases "$@"`; ctest runs one case per test, by NAME, and running

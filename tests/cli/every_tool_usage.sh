@@ -50,5 +50,19 @@ case_every_tool_refuses_an_unknown_option() {
   done
 }
 
+# rapidqa-bench refuses what Google Benchmark does not know, but Google
+# Benchmark's own flags still work.
+case_bench_keeps_google_benchmark_flags() {
+  local bench
+  for bench in "${tools[@]}"; do
+    [[ $(basename "$bench") == rapidqa-bench ]] || continue
+    run "$bench" --benchmark_list_tests=true --benchmark_filter=BM_
+    expect_rc 0
+    expect_stdout "^BM_"
+  done
+}
+
 echo "checking ${#tools[@]} programs: $(for t in "${tools[@]}"; do printf '%s ' "$(basename "$t")"; done)"
+# Every case; the one argument is the build folder, not a case name.
+# shellcheck disable=SC2119
 run_cases

@@ -17,6 +17,8 @@ case_prune_tool_prints_the_report() {
   run "$prune" --model "$trained" --out "$pruned" --heads 0.25 --ffn 0.4 --epochs 1 --export-dense "$pruned-dense"
   expect_rc 0
   expect_stdout "encoder.layer.1 +4 -> [0-3] .*parameters: [0-9]+ -> [0-9]+ .*latency: .*held-out top-1: "
+  # Both times and their ratio, from the one side-by-side measurement.
+  expect_stdout "latency: [0-9.]+ ms -> [0-9.]+ ms \([0-9.]+x as fast; both timed side by side in this process"
   expect_stdout "wrote $pruned"
 }
 

@@ -46,3 +46,25 @@ endif()
 separate_arguments(flags UNIX_COMMAND "${flags}")
 run_step(cc -std=c11 ${CONSUMER_SOURCE}/consumer.c ${flags} -Wl,-rpath,${lib_dir} -o ${WORK_DIR}/consumer_pkgconfig)
 run_step(${WORK_DIR}/consumer_pkgconfig ${FAQ})
+
+# Every installed program answers --help with exit code 0 and its usage on
+# stdout, and refuses an unknown option with exit code 2 (as
+# tests/cli/every_tool_usage.sh checks in the build tree), finding the
+# libraries through their RUNPATH ($ORIGIN/../lib), nothing set around them.
+file(GLOB installed_programs ${prefix}/bin/*)
+if(NOT installed_programs)
+  message(FATAL_ERROR "no programs were installed under ${prefix}/bin")
+endif()
+foreach(program IN LISTS installed_programs)
+  execute_process(COMMAND ${program} --help
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0 OR NOT out MATCHES "usage")
+    message(FATAL_ERROR "${program} --help: exit code ${rc} (wanted 0 and the usage on stdout)\n${out}${err}")
+  endif()
+  execute_process(COMMAND ${program} --no-such-option
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL 2 OR NOT err MATCHES "no-such-option")
+    message(FATAL_ERROR "${program} --no-such-option: exit code ${rc} (wanted 2 and a message on stderr)\n${out}${err}")
+  endif()
+  message(STATUS "${program}: --help and an unknown option answered")
+endforeach()
