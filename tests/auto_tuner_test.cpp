@@ -18,6 +18,12 @@ using rapidqa::LoadSample;
 
 namespace {
 
+std::unique_ptr<AutoTuner> make_tuner(const AutoTunerOptions& options, AutoTuner::Sampler sampler, BatchControl control) {
+  auto made = AutoTuner::create(options, std::move(sampler), std::move(control));
+  REQUIRE(made.is_ok());
+  return std::move(made).value();
+}
+
 // A batcher stand-in that only holds limits.
 struct Limits {
   std::size_t size = 20;
@@ -40,9 +46,9 @@ LoadSample sample(std::chrono::milliseconds p99, double qps) {
 TEST_CASE("The tuner shrinks 20% when p99 is over 300 ms at high load, after two agreeing intervals", "[tuner]") {
   Limits limits;
   LoadSample now = sample(350ms, 800);
-  AutoTuner tuner({}, [&] { return now; }, limits.control());
-  CHECK_FALSE(tuner.tune_once());  // hysteresis: one interval is not enough
-  const auto move = tuner.tune_once();
+  auto tuner = make_tuner({}, [&] { return now; }, limits.control());
+  CHECK_FALSE(tuner->tune_once());  // hysteresis: one interval is not enough
+  const auto move = tuner->tune_once();
   REQUIRE(move);
   CHECK(limits.size == 16);
   CHECK(limits.delay == 8000us);
@@ -50,8 +56,8 @@ TEST_CASE("The tuner shrinks 20% when p99 is over 300 ms at high load, after two
   CHECK(move->reason.find("shrink") != std::string::npos);
   // High p99 at low load is not the batcher's doing: hold.
   now = sample(350ms, 100);
-  CHECK_FALSE(tuner.tune_once());
-  CHECK_FALSE(tuner.tune_once());
+  CHECK_FALSE(tuner->tune_once());
+  CHECK_FALSE(tuner->tune_once());
   CHECK(limits.size == 16);
 }
 
@@ -62,20 +68,20 @@ TEST_CASE("The tuner grows 15% with spare capacity, in bounded steps, and never 
   options.max_batch_size = 24;
   options.max_step = 2;
   LoadSample now = sample(50ms, 100);
-  AutoTuner tuner(options, [&] { return now; }, limits.control());
-  REQUIRE(tuner.tune_once());
+  auto tuner = make_tuner(options, [&] { return now; }, limits.control());
+  REQUIRE(tuner->tune_once());
   CHECK(limits.size == 22);  // 15% of 20 is 3, but a step is at most 2
   CHECK(limits.delay == 11500us);
-  REQUIRE(tuner.tune_once());
+  REQUIRE(tuner->tune_once());
   CHECK(limits.size == 24);
-  tuner.tune_once();
+  tuner->tune_once();
   CHECK(limits.size == 24);  // the bound holds
   // Between the thresholds nothing moves, and no signal moves nothing.
   now = sample(250ms, 400);
-  CHECK_FALSE(tuner.tune_once());
+  CHECK_FALSE(tuner->tune_once());
   now = LoadSample{};
-  CHECK_FALSE(tuner.tune_once());
-  const auto history = tuner.history();
+  CHECK_FALSE(tuner->tune_once());
+  const auto history = tuner->history();
   REQUIRE(history.size() >= 2);
   CHECK(history.front().new_batch_size == 22);
   CHECK(history.front().observed.qps == 100);
@@ -87,10 +93,10 @@ TEST_CASE("Spare capacity grows the limit only while batches reach it", "[tuner]
   options.hysteresis = 1;
   LoadSample now = sample(20ms, 50);
   now.full_batch_fraction = 0.1;  // most batches leave with room to spare
-  AutoTuner tuner(options, [&] { return now; }, limits.control());
-  CHECK_FALSE(tuner.tune_once());
+  auto tuner = make_tuner(options, [&] { return now; }, limits.control());
+  CHECK_FALSE(tuner->tune_once());
   now.full_batch_fraction = 0.8;
-  CHECK(tuner.tune_once());
+  CHECK(tuner->tune_once());
   CHECK(limits.size == 23);
 }
 
@@ -99,16 +105,16 @@ TEST_CASE("A disagreeing interval restarts the hysteresis count", "[tuner]") {
   AutoTunerOptions options;
   options.hysteresis = 3;
   LoadSample now = sample(400ms, 900);
-  AutoTuner tuner(options, [&] { return now; }, limits.control());
-  CHECK_FALSE(tuner.tune_once());
-  CHECK_FALSE(tuner.tune_once());
+  auto tuner = make_tuner(options, [&] { return now; }, limits.control());
+  CHECK_FALSE(tuner->tune_once());
+  CHECK_FALSE(tuner->tune_once());
   now = sample(250ms, 900);  // in between
-  CHECK_FALSE(tuner.tune_once());
+  CHECK_FALSE(tuner->tune_once());
   now = sample(400ms, 900);
-  CHECK_FALSE(tuner.tune_once());
-  CHECK_FALSE(tuner.tune_once());
-  CHECK(tuner.tune_once());
-  CHECK(tuner.moves() == 1);
+  CHECK_FALSE(tuner->tune_once());
+  CHECK_FALSE(tuner->tune_once());
+  CHECK(tuner->tune_once());
+  CHECK(tuner->moves() == 1);
 }
 
 TEST_CASE("The tuner's own loop decides once per interval of its clock and steers a real batcher", "[tuner]") {
@@ -116,17 +122,19 @@ TEST_CASE("The tuner's own loop decides once per interval of its clock and steer
   rapidqa::DynamicBatcherOptions batch_options;
   batch_options.max_batch_size = 8;
   batch_options.max_queue_delay = 2ms;
-  rapidqa::DynamicBatcher<int, int> batcher(batch_options, [](std::vector<int>& in, std::size_t) { return in; });
+  auto made = rapidqa::DynamicBatcher<int, int>::create(batch_options, [](std::vector<int>& in, std::size_t) { return in; });
+  REQUIRE(made.is_ok());
+  auto batcher = std::move(made).value();
   AutoTunerOptions options;
   options.hysteresis = 1;
   options.interval = 1s;
   options.clock = clock;
   std::atomic<int> samples{0};
-  AutoTuner tuner(options, [&] {
+  auto tuner = make_tuner(options, [&] {
     ++samples;
     return sample(10ms, 10);
-  }, rapidqa::control_of(batcher));
-  tuner.start();
+  }, rapidqa::control_of(*batcher));
+  tuner->start();
   // Bounded waits for the loop thread; the decisions follow manual time only.
   auto wait_for_samples = [&](int n, int real_ms = 10000) {
     for (int i = 0; i < real_ms && samples.load() < n; ++i) std::this_thread::sleep_for(1ms);
@@ -137,9 +145,9 @@ TEST_CASE("The tuner's own loop decides once per interval of its clock and steer
   CHECK(wait_for_samples(1) == 1);
   clock->advance(1s);
   CHECK(wait_for_samples(2) == 2);
-  tuner.stop();
-  CHECK(batcher.limits().max_batch_size == 10);  // 8 -> 9 -> 10
-  CHECK(tuner.history().size() == 2);
+  tuner->stop();
+  CHECK(batcher->limits().max_batch_size == 10);  // 8 -> 9 -> 10
+  CHECK(tuner->history().size() == 2);
 }
 
 TEST_CASE("Over the target with a growing backlog the tuner grows to serve it, not shrinks", "[tuner]") {
@@ -147,25 +155,25 @@ TEST_CASE("Over the target with a growing backlog the tuner grows to serve it, n
   AutoTunerOptions options;
   options.hysteresis = 1;
   LoadSample now = sample(400ms, 900);
-  AutoTuner tuner(options, [&] { return now; }, limits.control());
+  auto tuner = make_tuner(options, [&] { return now; }, limits.control());
   now.queue_depth = 50;
-  REQUIRE(tuner.tune_once());
+  REQUIRE(tuner->tune_once());
   CHECK(limits.size == 23);
-  CHECK(tuner.history().back().reason.find("backlog") != std::string::npos);
+  CHECK(tuner->history().back().reason.find("backlog") != std::string::npos);
   now.queue_depth = 30;  // shrinking, but more than a batch (23) still waits: still a backlog
-  REQUIRE(tuner.tune_once());
+  REQUIRE(tuner->tune_once());
   CHECK(limits.size == 26);
   now.queue_depth = 5;  // under a batch: the latency is the batch's own, the practice's rule again
-  REQUIRE(tuner.tune_once());
+  REQUIRE(tuner->tune_once());
   CHECK(limits.size == 21);
   now.degraded_fraction = 0.2;  // the queue holds steady because requests are shed: still a backlog
-  REQUIRE(tuner.tune_once());
+  REQUIRE(tuner->tune_once());
   CHECK(limits.size == 24);
   options.grow_when_backlogged = false;
   Limits plain;
-  AutoTuner practice(options, [&] { return now; }, plain.control());
+  auto practice = make_tuner(options, [&] { return now; }, plain.control());
   now.queue_depth = 500;
-  REQUIRE(practice.tune_once());
+  REQUIRE(practice->tune_once());
   CHECK(plain.size == 16);
 }
 
@@ -175,26 +183,26 @@ TEST_CASE("A move that makes the next interval worse is undone and not tried aga
   options.hysteresis = 1;
   options.hold_after_revert = 3;
   LoadSample now = sample(50ms, 100);  // spare capacity: grow
-  AutoTuner tuner(options, [&] { return now; }, limits.control());
-  REQUIRE(tuner.tune_once());
+  auto tuner = make_tuner(options, [&] { return now; }, limits.control());
+  REQUIRE(tuner->tune_once());
   CHECK(limits.size == 23);
   now = sample(90ms, 100);  // p99 up 80%, nothing more served: the grow was worse
-  const auto undo = tuner.tune_once();
+  const auto undo = tuner->tune_once();
   REQUIRE(undo);
   CHECK(limits.size == 20);
   CHECK(limits.delay == 10000us);
   CHECK(undo->reason.find("reverted") != std::string::npos);
   // The grow is held off for three intervals even though p99 invites it.
   now = sample(50ms, 100);
-  CHECK_FALSE(tuner.tune_once());
-  CHECK_FALSE(tuner.tune_once());
+  CHECK_FALSE(tuner->tune_once());
+  CHECK_FALSE(tuner->tune_once());
   CHECK(limits.size == 20);
-  REQUIRE(tuner.tune_once());  // the hold is over
+  REQUIRE(tuner->tune_once());  // the hold is over
   CHECK(limits.size == 23);
   // A move followed by more answers served is kept even though p99 rose
   // (250 ms: between the thresholds, so nothing else moves either).
   now = sample(250ms, 200);
-  CHECK_FALSE(tuner.tune_once());
+  CHECK_FALSE(tuner->tune_once());
   CHECK(limits.size == 23);
 }
 
@@ -204,9 +212,32 @@ TEST_CASE("Reverting can be switched off", "[tuner]") {
   options.hysteresis = 1;
   options.revert_worse_moves = false;
   LoadSample now = sample(50ms, 100);
-  AutoTuner tuner(options, [&] { return now; }, limits.control());
-  REQUIRE(tuner.tune_once());
+  auto tuner = make_tuner(options, [&] { return now; }, limits.control());
+  REQUIRE(tuner->tune_once());
   now = sample(250ms, 100);
-  CHECK_FALSE(tuner.tune_once());
+  CHECK_FALSE(tuner->tune_once());
   CHECK(limits.size == 23);
+}
+
+TEST_CASE("Tuner options out of range are refused with the field's name, not quietly fixed", "[tuner]") {
+  Limits limits;
+  auto refusal = [&](auto change) {
+    AutoTunerOptions options;
+    change(options);
+    auto tuner = AutoTuner::create(options, [] { return LoadSample{}; }, limits.control());
+    REQUIRE_FALSE(tuner.is_ok());
+    CHECK(tuner.status().code() == rapidqa::StatusCode::kInvalidArgument);
+    return tuner.status().message();
+  };
+  CHECK_THAT(refusal([](auto& o) { o.hysteresis = 0; }), Catch::Contains("hysteresis"));
+  CHECK_THAT(refusal([](auto& o) { o.min_batch_size = 0; }), Catch::Contains("min_batch_size"));
+  CHECK_THAT(refusal([](auto& o) { o.max_batch_size = 0; }), Catch::Contains("max_batch_size"));
+  CHECK_THAT(refusal([](auto& o) { o.max_step = 0; }), Catch::Contains("max_step"));
+  CHECK_THAT(refusal([](auto& o) { o.shrink_factor = 1.5; }), Catch::Contains("shrink_factor"));
+  CHECK_THAT(refusal([](auto& o) { o.grow_factor = 0.9; }), Catch::Contains("grow_factor"));
+  CHECK_THAT(refusal([](auto& o) { o.interval = std::chrono::milliseconds(0); }), Catch::Contains("interval"));
+  CHECK_THAT(refusal([](auto& o) { o.max_queue_delay = 10us; }), Catch::Contains("max_queue_delay"));
+  CHECK_THAT(refusal([](auto& o) { o.worse_margin = -1; }), Catch::Contains("worse_margin"));
+  CHECK_FALSE(AutoTuner::create({}, nullptr, limits.control()).is_ok());
+  CHECK(AutoTuner::create({}, [] { return LoadSample{}; }, limits.control()).is_ok());
 }

@@ -31,6 +31,12 @@ namespace {
 
 using Batcher = rapidqa::DynamicBatcher<int, int>;
 
+std::unique_ptr<Batcher> make_batcher(const DynamicBatcherOptions& options, Batcher::BatchFunction run) {
+  auto made = Batcher::create(options, std::move(run));
+  REQUIRE(made.is_ok());
+  return std::move(made).value();
+}
+
 // A gate the batch function waits at until the test opens it, so the test
 // knows exactly what is running and what is queued.
 class Gate {
@@ -167,10 +173,10 @@ TEST_CASE("A full batch runs at once; a partial one after the queue delay", "[ba
   options.max_batch_size = 4;
   options.max_queue_delay = 5ms;
   options.clock = clock;
-  Batcher batcher(options, [](std::vector<int>& in, std::size_t) { return doubled(in); });
+  auto batcher = make_batcher(options, [](std::vector<int>& in, std::size_t) { return doubled(in); });
 
   std::vector<std::future<rapidqa::BatchResult<int>>> full;
-  for (int i = 0; i < 4; ++i) full.push_back(batcher.submit(i));
+  for (int i = 0; i < 4; ++i) full.push_back(batcher->submit(i));
   for (int i = 0; i < 4; ++i) {
     REQUIRE(ready_within(full[i], 10s));
     const auto r = full[i].get();
@@ -179,14 +185,14 @@ TEST_CASE("A full batch runs at once; a partial one after the queue delay", "[ba
     CHECK(r.batch_size == 4);
   }
 
-  auto a = batcher.submit(10), b = batcher.submit(11);
+  auto a = batcher->submit(10), b = batcher->submit(11);
   CHECK(still_pending(a));
   clock->advance(5ms);
   REQUIRE(ready_within(a, 10s));
   REQUIRE(ready_within(b, 10s));
   CHECK(a.get().batch_size == 2);
   CHECK(*b.get().response == 22);
-  const auto stats = batcher.stats();
+  const auto stats = batcher->stats();
   CHECK(stats.batches == 2);
   CHECK(stats.batch_sizes[4] == 1);
   CHECK(stats.batch_sizes[2] == 1);
@@ -203,23 +209,23 @@ TEST_CASE("A learned latency model dispatches before the delay to hold the targe
   options.latency_forgetting = 1.0;
   options.clock = clock;
   // Each batch "takes" 2 ms + 1 ms per request of manual time.
-  Batcher batcher(options, [&](std::vector<int>& in, std::size_t) {
+  auto batcher = make_batcher(options, [&](std::vector<int>& in, std::size_t) {
     clock->advance(std::chrono::microseconds(2000 + 1000 * in.size()));
     return doubled(in);
   });
   // Teach the model with batches that run at once (full batches of one).
-  batcher.set_limits(1, 1s);
-  for (int i = 0; i < 4; ++i) REQUIRE(batcher.submit(i).get().ok());
-  batcher.set_limits(2, 1s);
+  batcher->set_limits(1, 1s);
+  for (int i = 0; i < 4; ++i) REQUIRE(batcher->submit(i).get().ok());
+  batcher->set_limits(2, 1s);
   for (int round = 0; round < 2; ++round) {
-    auto x = batcher.submit(1), y = batcher.submit(2);
+    auto x = batcher->submit(1), y = batcher->submit(2);
     REQUIRE(x.get().ok());
     REQUIRE(y.get().ok());
   }
-  batcher.set_limits(64, 1s);
-  REQUIRE(batcher.stats().latency.samples == 6);
+  batcher->set_limits(64, 1s);
+  REQUIRE(batcher->stats().latency.samples == 6);
 
-  auto lone = batcher.submit(7);
+  auto lone = batcher->submit(7);
   CHECK(still_pending(lone));
   clock->advance(5ms);  // a batch of 2 would take ~4 ms: 5 + 4 < 10, it may still wait
   CHECK(still_pending(lone));
@@ -228,7 +234,7 @@ TEST_CASE("A learned latency model dispatches before the delay to hold the targe
   const auto r = lone.get();
   CHECK(r.ok());
   CHECK(r.batch_size == 1);
-  CHECK(batcher.stats().dispatch_reasons[static_cast<std::size_t>(BatchPlan::Reason::kPredicted)] == 1);
+  CHECK(batcher->stats().dispatch_reasons[static_cast<std::size_t>(BatchPlan::Reason::kPredicted)] == 1);
 }
 
 TEST_CASE("A request whose deadline passes in the queue times out then, while the worker is busy", "[batch]") {
@@ -237,15 +243,15 @@ TEST_CASE("A request whose deadline passes in the queue times out then, while th
   options.max_batch_size = 1;
   options.clock = clock;
   Gate gate;
-  Batcher batcher(options, [&](std::vector<int>& in, std::size_t) {
+  auto batcher = make_batcher(options, [&](std::vector<int>& in, std::size_t) {
     gate.wait();
     return doubled(in);
   });
-  auto running = batcher.submit(1);
+  auto running = batcher->submit(1);
   REQUIRE(gate.await_waiting(1));
   BatchRequestOptions due;
   due.deadline = clock->now() + 3ms;
-  auto late = batcher.submit(2, due);
+  auto late = batcher->submit(2, due);
   CHECK(still_pending(late));
   clock->advance(3ms);
   REQUIRE(ready_within(late, 10s));
@@ -255,7 +261,7 @@ TEST_CASE("A request whose deadline passes in the queue times out then, while th
   CHECK(r.queued == 3ms);
   gate.open();
   CHECK(running.get().ok());
-  CHECK(batcher.stats().timed_out == 1);
+  CHECK(batcher->stats().timed_out == 1);
 }
 
 TEST_CASE("A full queue rejects at once; a high-priority request takes a low one's place", "[batch]") {
@@ -266,25 +272,25 @@ TEST_CASE("A full queue rejects at once; a high-priority request takes a low one
   Gate gate;
   std::mutex order_mu;
   std::vector<int> order;
-  Batcher batcher(options, [&](std::vector<int>& in, std::size_t) {
+  auto batcher = make_batcher(options, [&](std::vector<int>& in, std::size_t) {
     gate.wait();
     std::lock_guard<std::mutex> lock(order_mu);
     order.insert(order.end(), in.begin(), in.end());
     return doubled(in);
   });
-  auto running = batcher.submit(0);
+  auto running = batcher->submit(0);
   REQUIRE(gate.await_waiting(1));
   BatchRequestOptions low, high;
   low.priority = BatchPriority::kLow;
   high.priority = BatchPriority::kHigh;
-  auto low1 = batcher.submit(1, low);
-  auto normal = batcher.submit(2);
-  auto rejected = batcher.submit(3, low);
+  auto low1 = batcher->submit(1, low);
+  auto normal = batcher->submit(2);
+  auto rejected = batcher->submit(3, low);
   REQUIRE(ready_within(rejected, 1s));
   const auto r = rejected.get();
   CHECK(r.status == BatchStatus::kRejected);
   CHECK(r.message.find("queue is full") != std::string::npos);
-  auto urgent = batcher.submit(4, high);  // takes the low request's place
+  auto urgent = batcher->submit(4, high);  // takes the low request's place
   REQUIRE(ready_within(low1, 1s));
   CHECK(low1.get().status == BatchStatus::kRejected);
   gate.open();
@@ -292,19 +298,19 @@ TEST_CASE("A full queue rejects at once; a high-priority request takes a low one
   CHECK(urgent.get().ok());
   CHECK(normal.get().ok());
   CHECK(order == std::vector<int>{0, 4, 2});  // highest priority first
-  CHECK(batcher.stats().rejected == 2);
+  CHECK(batcher->stats().rejected == 2);
 }
 
 TEST_CASE("A failing batch function fails its requests with the reason", "[batch]") {
   DynamicBatcherOptions options;
   options.max_batch_size = 2;
   options.max_queue_delay = 0us;
-  Batcher throws(options, [](std::vector<int>&, std::size_t) -> std::vector<int> { throw std::runtime_error("model on fire"); });
-  auto r = throws.submit(1).get();
+  auto throws = make_batcher(options, [](std::vector<int>&, std::size_t) -> std::vector<int> { throw std::runtime_error("model on fire"); });
+  auto r = throws->submit(1).get();
   CHECK(r.status == BatchStatus::kFailed);
   CHECK(r.message.find("model on fire") != std::string::npos);
-  Batcher short_answer(options, [](std::vector<int>&, std::size_t) { return std::vector<int>{}; });
-  r = short_answer.submit(1).get();
+  auto short_answer = make_batcher(options, [](std::vector<int>&, std::size_t) { return std::vector<int>{}; });
+  r = short_answer->submit(1).get();
   CHECK(r.status == BatchStatus::kFailed);
   CHECK(r.message.find("0 responses for 1") != std::string::npos);
 }
@@ -317,7 +323,7 @@ TEST_CASE("Several workers run batches side by side", "[batch]") {
   Gate gate;
   std::mutex mu;
   std::set<std::size_t> workers_seen;
-  Batcher batcher(options, [&](std::vector<int>& in, std::size_t worker) {
+  auto batcher = make_batcher(options, [&](std::vector<int>& in, std::size_t worker) {
     {
       std::lock_guard<std::mutex> lock(mu);
       workers_seen.insert(worker);
@@ -325,7 +331,7 @@ TEST_CASE("Several workers run batches side by side", "[batch]") {
     gate.wait();
     return doubled(in);
   });
-  auto a = batcher.submit(1), b = batcher.submit(2);
+  auto a = batcher->submit(1), b = batcher->submit(2);
   REQUIRE(gate.await_waiting(2));  // both at once: two replicas
   gate.open();
   CHECK(a.get().ok());
@@ -340,7 +346,7 @@ TEST_CASE("Shutdown drains or fails every pending request - none is left hanging
     options.max_queue_delay = 0us;
     options.drain_on_shutdown = drain;
     Gate gate;
-    auto batcher = std::make_unique<Batcher>(options, [&](std::vector<int>& in, std::size_t) {
+    auto batcher = make_batcher(options, [&](std::vector<int>& in, std::size_t) {
       gate.wait();
       return doubled(in);
     });
@@ -370,7 +376,7 @@ TEST_CASE("Eight threads submitting: every request completes once, with its own 
   options.max_queue_delay = 200us;
   options.queue_capacity = 100000;
   options.workers = 2;
-  Batcher batcher(options, [](std::vector<int>& in, std::size_t) { return doubled(in); });
+  auto batcher = make_batcher(options, [](std::vector<int>& in, std::size_t) { return doubled(in); });
   constexpr int kThreads = 8, kEach = 2000;
   std::atomic<int> wrong{0}, done{0};
   std::vector<std::thread> threads;
@@ -378,7 +384,7 @@ TEST_CASE("Eight threads submitting: every request completes once, with its own 
     threads.emplace_back([&, t] {
       for (int i = 0; i < kEach; ++i) {
         const int x = t * kEach + i;
-        batcher.submit(x, {}, [&, x](rapidqa::BatchResult<int> r) {
+        batcher->submit(x, {}, [&, x](rapidqa::BatchResult<int> r) {
           if (!r.ok() || *r.response != 2 * x) ++wrong;
           ++done;
         });
@@ -386,10 +392,30 @@ TEST_CASE("Eight threads submitting: every request completes once, with its own 
     });
   }
   for (auto& t : threads) t.join();
-  batcher.shutdown();
+  batcher->shutdown();
   CHECK(done.load() == kThreads * kEach);
   CHECK(wrong.load() == 0);
-  const auto s = batcher.stats();
+  const auto s = batcher->stats();
   CHECK(s.completed == static_cast<std::uint64_t>(kThreads * kEach));
   CHECK(s.batches < static_cast<std::uint64_t>(kThreads * kEach));  // requests were batched
+}
+
+TEST_CASE("Batcher options out of range are refused with the field's name, not quietly fixed", "[batch]") {
+  auto refusal = [](auto change) {
+    DynamicBatcherOptions options;
+    change(options);
+    auto batcher = Batcher::create(options, [](std::vector<int>& in, std::size_t) { return in; });
+    REQUIRE_FALSE(batcher.is_ok());
+    CHECK(batcher.status().code() == rapidqa::StatusCode::kInvalidArgument);
+    return batcher.status().message();
+  };
+  CHECK_THAT(refusal([](auto& o) { o.max_batch_size = 0; }), Catch::Contains("max_batch_size"));
+  CHECK_THAT(refusal([](auto& o) { o.workers = 0; }), Catch::Contains("workers"));
+  CHECK_THAT(refusal([](auto& o) { o.queue_capacity = 0; }), Catch::Contains("queue_capacity"));
+  CHECK_THAT(refusal([](auto& o) { o.max_queue_delay = -1us; }), Catch::Contains("max_queue_delay"));
+  CHECK_THAT(refusal([](auto& o) { o.target_latency = -1us; }), Catch::Contains("target_latency"));
+  CHECK_THAT(refusal([](auto& o) { o.latency_forgetting = 0.2; }), Catch::Contains("latency_forgetting"));
+  auto empty = Batcher::create({}, nullptr);
+  CHECK_FALSE(empty.is_ok());
+  CHECK(Batcher::create({}, [](std::vector<int>& in, std::size_t) { return in; }).is_ok());
 }

@@ -303,3 +303,29 @@ TEST_CASE("The engine's own AutoTuner steers the encoder batcher from its p99 an
   CHECK(history.front().reason.find("grow") != std::string::npos);
   CHECK(m.format_prometheus().find("rapidqa_autotuner_moves_total 1\n") != std::string::npos);
 }
+
+TEST_CASE("A model engine refuses bad batcher and tuner options by name instead of fixing them", "[engine][degradation]") {
+  auto refusal = [](auto change) {
+    EngineOptions options;
+    options.encoder = std::make_shared<SlowModel>(nullptr, 0ms);
+    change(options);
+    auto engine = QAEngine::create(std::move(options));
+    REQUIRE_FALSE(engine.is_ok());
+    CHECK(engine.status().code() == rapidqa::StatusCode::kInvalidArgument);
+    return engine.status().message();
+  };
+  CHECK_THAT(refusal([](auto& o) { o.encoder_batching.latency_forgetting = 2.0; }),
+             Catch::Contains("encoder_batching.latency_forgetting"));
+  CHECK_THAT(refusal([](auto& o) { o.encoder_batching.max_queue_delay = -1us; }),
+             Catch::Contains("encoder_batching.max_queue_delay"));
+  CHECK_THAT(refusal([](auto& o) {
+               o.auto_tune = true;
+               o.tuner.interval = std::chrono::milliseconds(0);
+             }),
+             Catch::Contains("tuner.interval"));
+  CHECK_THAT(refusal([](auto& o) {
+               o.auto_tune = true;
+               o.tuner.max_step = 0;
+             }),
+             Catch::Contains("tuner.max_step"));
+}

@@ -34,24 +34,25 @@
 #include <vector>
 
 #include "rapidqa/clock.h"
-#include "rapidqa/load_sample.h"
 #include "rapidqa/export.h"
+#include "rapidqa/load_sample.h"
+#include "rapidqa/status.h"
 
 namespace rapidqa {
 
 struct AutoTunerOptions {
-  std::chrono::milliseconds interval{1000};       // between decisions
+  std::chrono::milliseconds interval{1000};       // between decisions, > 0
   std::chrono::microseconds p99_high{300000};     // p99 above this (300 ms) at high load: shrink
   double high_load_qps = 500;                     // requests per second that count as high load
   double shrink_factor = 0.8;                     // size and delay multiplier when shrinking, in (0, 1)
   std::chrono::microseconds p99_low{200000};      // p99 below this (200 ms) with spare capacity: grow
   double spare_load_qps = 300;                    // requests per second at or under which capacity is spare
   double grow_factor = 1.15;                      // size and delay multiplier when growing, > 1
-  std::size_t min_batch_size = 1;
-  std::size_t max_batch_size = 128;
-  std::size_t max_step = 16;                      // most requests added or removed per move
+  std::size_t min_batch_size = 1;                 // >= 1
+  std::size_t max_batch_size = 128;               // >= min_batch_size
+  std::size_t max_step = 16;                      // most requests added or removed per move, >= 1
   std::chrono::microseconds min_queue_delay{100};
-  std::chrono::microseconds max_queue_delay{50000};
+  std::chrono::microseconds max_queue_delay{50000};  // >= min_queue_delay
   std::size_t hysteresis = 2;                     // agreeing intervals needed before a move, >= 1
   bool grow_when_backlogged = true;               // over p99_high with a growing queue: grow, not shrink
   // Grow for spare capacity only while the limit binds: at least this share
@@ -64,7 +65,7 @@ struct AutoTunerOptions {
   // hold_after_revert intervals. A tuner must never leave the batcher worse
   // than it found it.
   bool revert_worse_moves = true;
-  double worse_margin = 0.2;
+  double worse_margin = 0.2;                      // in [0, 10]
   std::size_t hold_after_revert = 10;
   std::size_t history_limit = 1000;               // moves kept (oldest dropped)
   std::shared_ptr<Clock> clock;                   // time source; null = steady clock
@@ -100,8 +101,10 @@ class RAPIDQA_EXPORT AutoTuner {
   using Sampler = std::function<LoadSample()>;
 
   // The sampler is called once per decision, on the tuner's thread (or the
-  // caller of tune_once).
-  AutoTuner(AutoTunerOptions options, Sampler sampler, BatchControl control);
+  // caller of tune_once). kInvalidArgument naming the field for options
+  // out of range (see AutoTunerOptions), or an empty sampler or control;
+  // nothing is quietly fixed.
+  static Result<std::unique_ptr<AutoTuner>> create(AutoTunerOptions options, Sampler sampler, BatchControl control);
   ~AutoTuner();
   AutoTuner(const AutoTuner&) = delete;
   AutoTuner& operator=(const AutoTuner&) = delete;
@@ -117,8 +120,12 @@ class RAPIDQA_EXPORT AutoTuner {
   std::uint64_t moves() const;
 
  private:
+  AutoTuner(AutoTunerOptions options, Sampler sampler, BatchControl control);
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
+
+// The check create() makes, for callers that validate options up front.
+RAPIDQA_EXPORT Status validate_auto_tuner_options(const AutoTunerOptions& options);
 
 }  // namespace rapidqa

@@ -17,9 +17,10 @@
 // queued and waits for the running batches.
 //
 // Typical use:
-//   DynamicBatcher<std::string, std::vector<float>> batcher(options,
+//   auto batcher = DynamicBatcher<std::string, std::vector<float>>::create(options,
 //       [&](std::vector<std::string>& texts, std::size_t worker) { return encode_all(texts); });
-//   auto result = batcher.submit("how do i reset my password").get();
+//   if (!batcher) { /* batcher.status().message() names the bad option */ }
+//   auto result = (*batcher)->submit("how do i reset my password").get();
 //   if (result.ok()) use(*result.response);
 //
 // Thread safety: thread-safe. submit() and set_limits() may be called from
@@ -54,6 +55,7 @@
 #include "rapidqa/batching_options.h"
 #include "rapidqa/clock.h"
 #include "rapidqa/detail/batch_plan.h"
+#include "rapidqa/status.h"
 
 namespace rapidqa {
 
@@ -109,14 +111,14 @@ class DynamicBatcher {
   using BatchFunction = std::function<std::vector<Response>(std::vector<Request>& requests, std::size_t worker)>;
   using Callback = std::function<void(BatchResult<Response>)>;
 
-  DynamicBatcher(DynamicBatcherOptions options, BatchFunction run)
-      : options_(sanitized(std::move(options))), run_(std::move(run)), model_(options_.latency_forgetting) {
-    limits_.max_batch_size = options_.max_batch_size;
-    limits_.max_batch_tokens = options_.max_batch_tokens;
-    limits_.max_queue_delay = options_.max_queue_delay;
-    limits_.target_latency = options_.target_latency;
-    for (std::size_t w = 0; w < options_.workers; ++w) workers_.emplace_back([this, w] { work(w); });
-    monitor_ = std::thread([this] { monitor(); });
+  // Refuses options out of range with kInvalidArgument naming the field
+  // (see DynamicBatcherOptions for the ranges) rather than quietly fixing
+  // them; starts the workers and the queue monitor.
+  static Result<std::unique_ptr<DynamicBatcher>> create(DynamicBatcherOptions options, BatchFunction run) {
+    if (Status valid = validate(options); !valid.is_ok()) return valid;
+    if (!run) return Status::invalid_argument("the batch function is empty");
+    if (!options.clock) options.clock = steady_clock_instance();
+    return std::unique_ptr<DynamicBatcher>(new DynamicBatcher(std::move(options), std::move(run)));
   }
 
   ~DynamicBatcher() { shutdown(); }
@@ -263,11 +265,31 @@ class DynamicBatcher {
     BatchResult<Response> result;
   };
 
-  static DynamicBatcherOptions sanitized(DynamicBatcherOptions o) {
-    o.max_batch_size = std::max<std::size_t>(1, o.max_batch_size);
-    o.workers = std::max<std::size_t>(1, o.workers);
-    if (!o.clock) o.clock = steady_clock_instance();
-    return o;
+  DynamicBatcher(DynamicBatcherOptions options, BatchFunction run)
+      : options_(std::move(options)), run_(std::move(run)), model_(options_.latency_forgetting) {
+    limits_.max_batch_size = options_.max_batch_size;
+    limits_.max_batch_tokens = options_.max_batch_tokens;
+    limits_.max_queue_delay = options_.max_queue_delay;
+    limits_.target_latency = options_.target_latency;
+    for (std::size_t w = 0; w < options_.workers; ++w) workers_.emplace_back([this, w] { work(w); });
+    monitor_ = std::thread([this] { monitor(); });
+  }
+
+  static Status validate(const DynamicBatcherOptions& o) {
+    if (o.max_batch_size == 0) return Status::invalid_argument("max_batch_size must be at least 1");
+    if (o.workers == 0) return Status::invalid_argument("workers must be at least 1");
+    if (o.queue_capacity == 0) return Status::invalid_argument("queue_capacity must be at least 1");
+    if (o.max_queue_delay.count() < 0) {
+      return Status::invalid_argument("max_queue_delay " + std::to_string(o.max_queue_delay.count()) + " us is negative");
+    }
+    if (o.target_latency.count() < 0) {
+      return Status::invalid_argument("target_latency " + std::to_string(o.target_latency.count()) + " us is negative");
+    }
+    if (!(o.latency_forgetting >= 0.5 && o.latency_forgetting <= 1.0)) {  // false for NaN too
+      return Status::invalid_argument("latency_forgetting " + std::to_string(o.latency_forgetting) +
+                                      " is outside [0.5, 1]");
+    }
+    return Status::ok();
   }
 
   static std::size_t index_of(BatchPriority p) { return std::min(static_cast<std::size_t>(p), kBatchPriorityCount - 1); }

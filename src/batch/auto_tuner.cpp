@@ -11,23 +11,6 @@
 #include <fmt/format.h>
 
 namespace rapidqa {
-namespace {
-
-AutoTunerOptions sanitized(AutoTunerOptions o) {
-  if (!o.clock) o.clock = steady_clock_instance();
-  o.min_batch_size = std::max<std::size_t>(1, o.min_batch_size);
-  o.max_batch_size = std::max(o.min_batch_size, o.max_batch_size);
-  o.max_step = std::max<std::size_t>(1, o.max_step);
-  o.hysteresis = std::max<std::size_t>(1, o.hysteresis);
-  if (!(o.shrink_factor > 0 && o.shrink_factor < 1)) o.shrink_factor = 0.8;
-  if (!(o.grow_factor > 1)) o.grow_factor = 1.15;
-  o.max_queue_delay = std::max(o.min_queue_delay, o.max_queue_delay);
-  if (o.interval.count() <= 0) o.interval = std::chrono::milliseconds(1000);
-  if (!(o.worse_margin >= 0 && o.worse_margin <= 10)) o.worse_margin = 0.2;
-  return o;
-}
-
-}  // namespace
 
 struct AutoTuner::Impl {
   AutoTunerOptions options;
@@ -66,9 +49,42 @@ struct AutoTuner::Impl {
   }
 };
 
+Status validate_auto_tuner_options(const AutoTunerOptions& o) {
+  if (o.interval.count() <= 0) return Status::invalid_argument(fmt::format("interval {} ms must be positive", o.interval.count()));
+  if (o.min_batch_size == 0) return Status::invalid_argument("min_batch_size must be at least 1");
+  if (o.max_batch_size < o.min_batch_size) {
+    return Status::invalid_argument(
+        fmt::format("max_batch_size {} is below min_batch_size {}", o.max_batch_size, o.min_batch_size));
+  }
+  if (o.max_step == 0) return Status::invalid_argument("max_step must be at least 1");
+  if (o.hysteresis == 0) return Status::invalid_argument("hysteresis must be at least 1");
+  if (!(o.shrink_factor > 0 && o.shrink_factor < 1)) {  // false for NaN too
+    return Status::invalid_argument(fmt::format("shrink_factor {} is outside (0, 1)", o.shrink_factor));
+  }
+  if (!(o.grow_factor > 1 && std::isfinite(o.grow_factor))) {
+    return Status::invalid_argument(fmt::format("grow_factor {} must be finite and above 1", o.grow_factor));
+  }
+  if (o.max_queue_delay < o.min_queue_delay) {
+    return Status::invalid_argument(fmt::format("max_queue_delay {} us is below min_queue_delay {} us",
+                                                o.max_queue_delay.count(), o.min_queue_delay.count()));
+  }
+  if (!(o.worse_margin >= 0 && o.worse_margin <= 10)) {
+    return Status::invalid_argument(fmt::format("worse_margin {} is outside [0, 10]", o.worse_margin));
+  }
+  return Status::ok();
+}
+
+Result<std::unique_ptr<AutoTuner>> AutoTuner::create(AutoTunerOptions options, Sampler sampler, BatchControl control) {
+  if (Status valid = validate_auto_tuner_options(options); !valid.is_ok()) return valid;
+  if (!sampler) return Status::invalid_argument("the sampler is empty");
+  if (!control.limits || !control.set_limits) return Status::invalid_argument("the batch control is empty");
+  if (!options.clock) options.clock = steady_clock_instance();
+  return std::unique_ptr<AutoTuner>(new AutoTuner(std::move(options), std::move(sampler), std::move(control)));
+}
+
 AutoTuner::AutoTuner(AutoTunerOptions options, Sampler sampler, BatchControl control)
     : impl_(std::make_unique<Impl>()) {
-  impl_->options = sanitized(std::move(options));
+  impl_->options = std::move(options);
   impl_->sampler = std::move(sampler);
   impl_->control = std::move(control);
 }

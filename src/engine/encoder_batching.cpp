@@ -34,22 +34,24 @@ Result<std::unique_ptr<EncoderBatching>> EncoderBatching::create(std::shared_ptr
   if (!options.clock) options.clock = steady_clock_instance();
   if (!options.batching.clock) options.batching.clock = options.clock;
   std::unique_ptr<EncoderBatching> batching(new EncoderBatching(options, metrics));
-  batching->batcher_ = std::make_unique<Batcher>(
-      options.batching, [model](std::vector<std::string>& texts, std::size_t) {
-        std::vector<float> flat;
-        Status s = model->encode(texts, flat);
-        if (!s.is_ok()) throw std::runtime_error(s.message());
-        const std::size_t d = model->dimension();
-        std::vector<std::vector<float>> rows(texts.size());
-        for (std::size_t i = 0; i < texts.size(); ++i) rows[i].assign(flat.begin() + i * d, flat.begin() + (i + 1) * d);
-        return rows;
-      });
+  auto batcher = Batcher::create(options.batching, [model](std::vector<std::string>& texts, std::size_t) {
+    std::vector<float> flat;
+    Status s = model->encode(texts, flat);
+    if (!s.is_ok()) throw std::runtime_error(s.message());
+    const std::size_t d = model->dimension();
+    std::vector<std::vector<float>> rows(texts.size());
+    for (std::size_t i = 0; i < texts.size(); ++i) rows[i].assign(flat.begin() + i * d, flat.begin() + (i + 1) * d);
+    return rows;
+  });
+  if (!batcher) return Status(batcher.status().code(), "encoder_batching." + batcher.status().message());
+  batching->batcher_ = std::move(batcher).value();
   if (options.auto_tune) {
     AutoTunerOptions tuning = options.tuner;
     if (!tuning.clock) tuning.clock = options.clock;
     EncoderBatching* self = batching.get();
-    batching->tuner_ = std::make_unique<AutoTuner>(tuning, [self] { return self->recent_load(); },
-                                                   control_of(*batching->batcher_));
+    auto tuner = AutoTuner::create(tuning, [self] { return self->recent_load(); }, control_of(*batching->batcher_));
+    if (!tuner) return Status(tuner.status().code(), "tuner." + tuner.status().message());
+    batching->tuner_ = std::move(tuner).value();
     batching->tuner_->start();
   }
   return batching;

@@ -103,18 +103,12 @@ Status validate_engine_options(const EngineOptions& o) {
         fmt::format("encoder_batching.max_batch_size {} is outside [1, 4096]", o.encoder_batching.max_batch_size));
   }
   if (o.auto_tune) {
-    const AutoTunerOptions& t = o.tuner;
-    if (!(t.shrink_factor > 0 && t.shrink_factor < 1) || !(t.grow_factor > 1 && std::isfinite(t.grow_factor))) {
-      return Status::invalid_argument("tuner.shrink_factor must be in (0, 1) and tuner.grow_factor finite and above 1");
-    }
-    if (t.min_batch_size == 0 || t.min_batch_size > t.max_batch_size || t.hysteresis == 0) {
-      return Status::invalid_argument("tuner: min_batch_size must be in [1, max_batch_size] and hysteresis at least 1");
-    }
+    Status tuner = validate_auto_tuner_options(o.tuner);
+    if (!tuner.is_ok()) return Status(tuner.code(), "tuner." + tuner.message());
   }
   if (!o.redis.host.empty()) return cache::validate_redis_sync_options(o.redis);
   return Status::ok();
 }
-
 
 Status validate_ask_options(const AskOptions& o) {
   if (o.semantic_threshold && !(*o.semantic_threshold > 0.0f && *o.semantic_threshold <= 1.0f)) {
