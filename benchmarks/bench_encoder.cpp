@@ -15,7 +15,7 @@ namespace {
 
 const rapidqa::HashingEncoder& adapted_encoder() {
   static const std::unique_ptr<rapidqa::HashingEncoder> encoder = [] {
-    auto e = std::make_unique<rapidqa::HashingEncoder>();
+    auto e = rapidqa::HashingEncoder::create().value();
     std::vector<std::string> corpus;
     for (const auto& entry : rapidqa::bench::generated_entries(10000)) {
       corpus.push_back(rapidqa::normalize_text(entry.question).value());

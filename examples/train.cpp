@@ -362,7 +362,9 @@ int tool_main(int argc, char** argv) {
   }
 
   // The built-in lexical encoder on the same split: what training adds.
-  rapidqa::HashingEncoder lexical;
+  auto made_lexical = rapidqa::HashingEncoder::create();
+  if (!made_lexical) return fail("creating the hashing encoder", made_lexical.status());
+  rapidqa::HashingEncoder& lexical = *made_lexical.value();
   {
     std::vector<std::string> index_texts;
     for (const auto& p : split->training) index_texts.push_back(p.text);

@@ -31,7 +31,7 @@ namespace {
 class SlowModel final : public rapidqa::Encoder {
  public:
   SlowModel(std::shared_ptr<ManualClock> clock, std::chrono::milliseconds cost) : clock_(std::move(clock)), cost_(cost) {}
-  std::size_t dimension() const override { return inner_.dimension(); }
+  std::size_t dimension() const override { return inner_->dimension(); }
   std::string name() const override { return "slow-model"; }
   rapidqa::Status encode(const std::vector<std::string>& texts, std::vector<float>& out) const override {
     {
@@ -42,9 +42,9 @@ class SlowModel final : public rapidqa::Encoder {
       --waiting_;
     }
     if (clock_) clock_->advance(cost_);
-    return inner_.encode(texts, out);
+    return inner_->encode(texts, out);
   }
-  void adapt(const std::vector<std::string>& corpus) override { inner_.adapt(corpus); }
+  void adapt(const std::vector<std::string>& corpus) override { inner_->adapt(corpus); }
 
   void close() {
     std::lock_guard<std::mutex> lock(mu_);
@@ -61,7 +61,7 @@ class SlowModel final : public rapidqa::Encoder {
   }
 
  private:
-  rapidqa::HashingEncoder inner_;
+  std::unique_ptr<rapidqa::HashingEncoder> inner_ = rapidqa::HashingEncoder::create().value();
   std::shared_ptr<ManualClock> clock_;
   std::chrono::milliseconds cost_;
   mutable std::mutex mu_;

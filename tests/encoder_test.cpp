@@ -10,6 +10,12 @@ using rapidqa::HashingEncoder;
 
 namespace {
 
+std::unique_ptr<HashingEncoder> make_encoder(rapidqa::HashingEncoderOptions options = {}) {
+  auto encoder = HashingEncoder::create(options);
+  REQUIRE(encoder.is_ok());
+  return std::move(encoder).value();
+}
+
 std::vector<float> encode(const HashingEncoder& enc, const std::string& text) {
   std::vector<float> v(enc.dimension());
   auto normalized = rapidqa::normalize_text(text);
@@ -35,7 +41,8 @@ const std::vector<std::string> kCorpus = {
 TEST_CASE("Vectors have the configured dimension and unit length", "[encoder]") {
   rapidqa::HashingEncoderOptions options;
   options.dimension = 128;
-  HashingEncoder enc(options);
+  auto made = make_encoder(options);
+  HashingEncoder& enc = *made;
   CHECK(enc.dimension() == 128);
   CHECK(enc.name() == "hashing-128");
   for (const char* text : {"how do i reset my password", "如何重置密码", "x"}) {
@@ -46,7 +53,8 @@ TEST_CASE("Vectors have the configured dimension and unit length", "[encoder]") 
 }
 
 TEST_CASE("Encoding is deterministic and batch equals one by one", "[encoder]") {
-  HashingEncoder enc;
+  auto made = make_encoder();
+  HashingEncoder& enc = *made;
   enc.adapt(kCorpus);
   std::vector<float> batch;
   REQUIRE(enc.encode({"where is my order", "我的订单在哪里"}, batch).is_ok());
@@ -58,7 +66,8 @@ TEST_CASE("Encoding is deterministic and batch equals one by one", "[encoder]") 
 }
 
 TEST_CASE("A paraphrase scores closer than an unrelated question", "[encoder]") {
-  HashingEncoder enc;
+  auto made = make_encoder();
+  HashingEncoder& enc = *made;
   enc.adapt(kCorpus);
   const auto reset = encode(enc, "how do i reset my password");
   CHECK(cosine(reset, encode(enc, "I forgot my password, how can I reset it?")) >
@@ -71,8 +80,10 @@ TEST_CASE("A paraphrase scores closer than an unrelated question", "[encoder]") 
 }
 
 TEST_CASE("IDF learned from the corpus down-weights common words", "[encoder]") {
-  HashingEncoder plain;
-  HashingEncoder fitted;
+  auto made_plain = make_encoder();
+  auto made_fitted = make_encoder();
+  HashingEncoder& plain = *made_plain;
+  HashingEncoder& fitted = *made_fitted;
   fitted.adapt(kCorpus);
   // "how do i" is in most of the corpus; with IDF the topic words dominate,
   // so two questions sharing only the filler drift apart.
@@ -83,9 +94,39 @@ TEST_CASE("IDF learned from the corpus down-weights common words", "[encoder]") 
 }
 
 TEST_CASE("Invalid UTF-8 is refused by the encoder", "[encoder]") {
-  HashingEncoder enc;
+  auto made = make_encoder();
+  HashingEncoder& enc = *made;
   std::vector<float> out;
   const auto s = enc.encode({"fine", std::string("bad\xff")}, out);
   CHECK(s.code() == rapidqa::StatusCode::kInvalidArgument);
   CHECK(s.message().find("text 1") != std::string::npos);
+}
+
+TEST_CASE("Bad hashing options are refused by name, not fixed", "[encoder]") {
+  const auto refused = [](rapidqa::HashingEncoderOptions options, const std::string& field) {
+    const auto encoder = HashingEncoder::create(options);
+    REQUIRE_FALSE(encoder.is_ok());
+    CHECK(encoder.status().code() == rapidqa::StatusCode::kInvalidArgument);
+    INFO(encoder.status().message());
+    CHECK(encoder.status().message().find(field) != std::string::npos);
+  };
+  rapidqa::HashingEncoderOptions o;
+  o.dimension = 0;
+  refused(o, "dimension");
+  o.dimension = 65537;
+  refused(o, "dimension");
+  o = {};
+  o.char_ngram_min = 0;
+  refused(o, "char_ngram_min");
+  o = {};
+  o.char_ngram_min = 6;
+  o.char_ngram_max = 5;
+  refused(o, "char_ngram_max");
+  o = {};
+  o.char_ngram_weight = -1.0f;
+  refused(o, "char_ngram_weight");
+  o = {};
+  o.cjk_bigram_weight = std::nanf("");
+  refused(o, "cjk_bigram_weight");
+  CHECK(HashingEncoder::create({}).is_ok());
 }

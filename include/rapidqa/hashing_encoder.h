@@ -18,6 +18,7 @@
 
 #include "rapidqa/encoder.h"
 #include "rapidqa/export.h"
+#include "rapidqa/status.h"
 
 namespace rapidqa {
 
@@ -33,9 +34,20 @@ struct HashingEncoderOptions {
   float cjk_bigram_weight = 1.0f;   // weight of two adjacent CJK characters
 };
 
+// kInvalidArgument naming the field: dimension outside [1, 65536],
+// char_ngram_min of 0 or above char_ngram_max, char_ngram_max above 32, a
+// weight that is negative or not finite.
+RAPIDQA_EXPORT Status validate_hashing_encoder_options(const HashingEncoderOptions& options);
+
 class RAPIDQA_EXPORT HashingEncoder final : public Encoder {
  public:
-  explicit HashingEncoder(HashingEncoderOptions options = {});
+  // Refuses bad options (validate_hashing_encoder_options) rather than
+  // fixing them.
+  static Result<std::unique_ptr<HashingEncoder>> create(HashingEncoderOptions options = {});
+  // Deprecated in 0.2, removed in 0.3: raises a zero dimension or n-gram
+  // length to 1 instead of refusing it.
+  [[deprecated("use HashingEncoder::create(), which refuses bad options")]] explicit HashingEncoder(
+      HashingEncoderOptions options = {});
   ~HashingEncoder() override;
   HashingEncoder(const HashingEncoder&) = delete;
   HashingEncoder& operator=(const HashingEncoder&) = delete;
@@ -52,6 +64,8 @@ class RAPIDQA_EXPORT HashingEncoder final : public Encoder {
   Status encode_one(const std::string& text, float* out) const;
 
  private:
+  struct Checked {};  // options already validated
+  HashingEncoder(Checked, HashingEncoderOptions options);
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };

@@ -47,6 +47,16 @@ struct AutoTuner::Impl {
     const auto scaled = std::chrono::microseconds(std::llround(static_cast<double>(std::max<std::int64_t>(delay.count(), 1)) * factor));
     return std::clamp(scaled, options.min_queue_delay, options.max_queue_delay);
   }
+
+  // Applies a move to the batcher and keeps it in the history.
+  TunerMove record(TunerMove move) {
+    control.set_limits(move.new_batch_size, move.new_queue_delay);
+    std::lock_guard<std::mutex> lock(mu);
+    history.push_back(move);
+    while (history.size() > options.history_limit) history.pop_front();
+    ++moves;
+    return move;
+  }
 };
 
 Status validate_auto_tuner_options(const AutoTunerOptions& o) {
@@ -134,6 +144,51 @@ double served_well(const LoadSample& s) { return s.qps * (1.0 - s.degraded_fract
 
 }  // namespace
 
+namespace {
+
+// The move that undoes `last` when the interval after it was worse: p99 up
+// by more than the margin without more answers served well.
+std::optional<TunerMove> undo_if_worse(const TunerMove& last, const LoadSample& sample, const AutoTunerOptions& o) {
+  const LoadSample& before = last.observed;
+  const bool slower =
+      static_cast<double>(sample.p99.count()) > static_cast<double>(before.p99.count()) * (1.0 + o.worse_margin);
+  const bool not_more = served_well(sample) < served_well(before) * (1.0 + o.worse_margin);
+  if (!o.revert_worse_moves || !slower || !not_more) return std::nullopt;
+  TunerMove undo;
+  undo.at = o.clock->now();
+  undo.observed = sample;
+  undo.old_batch_size = last.new_batch_size;
+  undo.old_queue_delay = last.new_queue_delay;
+  undo.new_batch_size = last.old_batch_size;
+  undo.new_queue_delay = last.old_queue_delay;
+  undo.reason = fmt::format("p99 {}us after the move to {} (was {}us), {:.0f} answers/s (was {:.0f}): worse, reverted",
+                            sample.p99.count(), last.new_batch_size, before.p99.count(), served_well(sample),
+                            served_well(before));
+  return undo;
+}
+
+// +1 (grow), -1 (shrink) or 0 for one interval's sample, with the reason.
+int wanted_direction(const LoadSample& sample, bool backlog_grew, const AutoTunerOptions& o, std::string& why) {
+  if (sample.requests == 0) return 0;
+  if (sample.p99 > o.p99_high && o.grow_when_backlogged && backlog_grew) {
+    why = fmt::format("p99 {}us > {}us with a backlog (queue {}, {:.1f}% degraded): grow to serve it",
+                      sample.p99.count(), o.p99_high.count(), sample.queue_depth, 100.0 * sample.degraded_fraction);
+    return +1;
+  }
+  if (sample.p99 > o.p99_high && sample.qps >= o.high_load_qps) {
+    why = fmt::format("p99 {}us > {}us at {:.0f} qps: shrink", sample.p99.count(), o.p99_high.count(), sample.qps);
+    return -1;
+  }
+  if (sample.p99 < o.p99_low && sample.qps <= o.spare_load_qps &&
+      sample.full_batch_fraction >= o.grow_min_full_fraction) {
+    why = fmt::format("p99 {}us < {}us at {:.0f} qps: grow", sample.p99.count(), o.p99_low.count(), sample.qps);
+    return +1;
+  }
+  return 0;
+}
+
+}  // namespace
+
 std::optional<TunerMove> AutoTuner::tune_once() {
   std::lock_guard<std::mutex> decision(impl_->tune_mu);
   const LoadSample sample = impl_->sampler ? impl_->sampler() : LoadSample{};
@@ -143,55 +198,22 @@ std::optional<TunerMove> AutoTuner::tune_once() {
   if (impl_->judged && sample.requests > 0) {
     const TunerMove last = *impl_->judged;
     impl_->judged.reset();
-    const LoadSample& before = last.observed;
-    const bool slower = static_cast<double>(sample.p99.count()) >
-                        static_cast<double>(before.p99.count()) * (1.0 + o.worse_margin);
-    const bool not_more = served_well(sample) < served_well(before) * (1.0 + o.worse_margin);
-    if (o.revert_worse_moves && slower && not_more && impl_->control.set_limits) {
-      TunerMove undo;
-      undo.at = o.clock->now();
-      undo.observed = sample;
-      undo.old_batch_size = last.new_batch_size;
-      undo.old_queue_delay = last.new_queue_delay;
-      undo.new_batch_size = last.old_batch_size;
-      undo.new_queue_delay = last.old_queue_delay;
-      undo.reason = fmt::format("p99 {}us after the move to {} (was {}us), {:.0f} answers/s (was {:.0f}): worse, reverted",
-                                sample.p99.count(), last.new_batch_size, before.p99.count(), served_well(sample),
-                                served_well(before));
+    if (auto undo = undo_if_worse(last, sample, o); undo && impl_->control.set_limits) {
       impl_->held_direction = last.new_batch_size > last.old_batch_size ? +1 : -1;
       impl_->held_for = o.hold_after_revert;
       impl_->direction = 0;
       impl_->agreeing = 0;
-      impl_->control.set_limits(undo.new_batch_size, undo.new_queue_delay);
-      std::lock_guard<std::mutex> lock(impl_->mu);
-      impl_->history.push_back(undo);
-      while (impl_->history.size() > o.history_limit) impl_->history.pop_front();
-      ++impl_->moves;
-      return undo;
+      return impl_->record(std::move(*undo));
     }
   }
-  int want = 0;
-  std::string why;
   // A backlog: the queue grew, or more than a batch is waiting, or requests
   // are being shed to the degraded path (a backlog the queue bound hides).
   const std::size_t limit = impl_->control.limits ? impl_->control.limits().first : 0;
   const bool backlog_grew = sample.queue_depth > impl_->last_queue_depth ||
                             (limit > 0 && sample.queue_depth >= limit) || sample.degraded_fraction > 0.01;
   impl_->last_queue_depth = sample.queue_depth;
-  if (sample.requests > 0) {
-    if (sample.p99 > o.p99_high && o.grow_when_backlogged && backlog_grew) {
-      want = +1;
-      why = fmt::format("p99 {}us > {}us with a backlog (queue {}, {:.1f}% degraded): grow to serve it",
-                        sample.p99.count(), o.p99_high.count(), sample.queue_depth, 100.0 * sample.degraded_fraction);
-    } else if (sample.p99 > o.p99_high && sample.qps >= o.high_load_qps) {
-      want = -1;
-      why = fmt::format("p99 {}us > {}us at {:.0f} qps: shrink", sample.p99.count(), o.p99_high.count(), sample.qps);
-    } else if (sample.p99 < o.p99_low && sample.qps <= o.spare_load_qps &&
-               sample.full_batch_fraction >= o.grow_min_full_fraction) {
-      want = +1;
-      why = fmt::format("p99 {}us < {}us at {:.0f} qps: grow", sample.p99.count(), o.p99_low.count(), sample.qps);
-    }
-  }
+  std::string why;
+  int want = wanted_direction(sample, backlog_grew, o, why);
   if (want != 0 && want == impl_->held_direction) want = 0;  // recently reverted: not again yet
   if (want == 0 || want != impl_->direction) {
     impl_->direction = want;
@@ -213,13 +235,8 @@ std::optional<TunerMove> AutoTuner::tune_once() {
   move.reason = std::move(why);
   impl_->agreeing = 0;  // the next move needs fresh evidence of its own
   if (move.new_batch_size == size && move.new_queue_delay == delay) return std::nullopt;  // at the bound
-  impl_->control.set_limits(move.new_batch_size, move.new_queue_delay);
   impl_->judged = move;
-  std::lock_guard<std::mutex> lock(impl_->mu);
-  impl_->history.push_back(move);
-  while (impl_->history.size() > o.history_limit) impl_->history.pop_front();
-  ++impl_->moves;
-  return move;
+  return impl_->record(std::move(move));
 }
 
 std::vector<TunerMove> AutoTuner::history() const {

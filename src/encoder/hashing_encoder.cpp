@@ -4,17 +4,22 @@
 #include <cmath>
 #include <optional>
 #include <string_view>
+#include <utility>
 #include <vector>
 #include <unordered_map>
 #include <unordered_set>
 
 #include <fmt/format.h>
 
+#include "common/guard.h"
 #include "text/lexical_tokenizer.h"
 #include "text/utf8.h"
 
 namespace rapidqa {
 namespace {
+
+constexpr std::size_t kMaxHashingDimension = 65536;  // 256 KiB per vector: far past any use
+constexpr std::size_t kMaxCharNgram = 32;
 
 // Feature kinds are mixed into the hash so "ab" as a word and "ab" as a
 // character n-gram land in different buckets.
@@ -160,6 +165,38 @@ struct HashingEncoder::Impl {
     return idf.empty() ? 1.0f : idf.find(hash, unseen_idf);
   }
 };
+
+Status validate_hashing_encoder_options(const HashingEncoderOptions& o) {
+  if (o.dimension == 0 || o.dimension > kMaxHashingDimension) {
+    return Status::invalid_argument(
+        fmt::format("dimension must be in [1, {}], not {}", kMaxHashingDimension, o.dimension));
+  }
+  if (o.char_ngram_min == 0 || o.char_ngram_max < o.char_ngram_min || o.char_ngram_max > kMaxCharNgram) {
+    return Status::invalid_argument(fmt::format("char_ngram_min {} and char_ngram_max {} must satisfy 1 <= min <= max <= {}",
+                                                o.char_ngram_min, o.char_ngram_max, kMaxCharNgram));
+  }
+  for (const auto& [name, weight] : {std::pair<const char*, float>{"word_weight", o.word_weight},
+                                     {"word_bigram_weight", o.word_bigram_weight},
+                                     {"char_ngram_weight", o.char_ngram_weight},
+                                     {"cjk_char_weight", o.cjk_char_weight},
+                                     {"cjk_bigram_weight", o.cjk_bigram_weight}}) {
+    if (!std::isfinite(weight) || weight < 0.0f) {
+      return Status::invalid_argument(fmt::format("{} must be a finite number >= 0, not {}", name, weight));
+    }
+  }
+  return Status::ok();
+}
+
+Result<std::unique_ptr<HashingEncoder>> HashingEncoder::create(HashingEncoderOptions options) {
+  if (Status valid = validate_hashing_encoder_options(options); !valid.is_ok()) return valid;
+  return detail::guarded("creating the hashing encoder", [&]() -> Result<std::unique_ptr<HashingEncoder>> {
+    return std::unique_ptr<HashingEncoder>(new HashingEncoder(Checked{}, options));
+  });
+}
+
+HashingEncoder::HashingEncoder(Checked, HashingEncoderOptions options) : impl_(std::make_unique<Impl>()) {
+  impl_->options = options;
+}
 
 HashingEncoder::HashingEncoder(HashingEncoderOptions options) : impl_(std::make_unique<Impl>()) {
   if (options.dimension == 0) options.dimension = 1;

@@ -10,8 +10,15 @@ namespace rapidqa::engine {
 DegradedPath::DegradedPath(DegradedPathOptions options) : options_(std::move(options)) {
   if (!options_.clock) options_.clock = steady_clock_instance();
   if (options_.lexical_index) {
-    lexical_encoder_ = std::make_shared<HashingEncoder>(options_.hashing);
-    lexical_ = std::make_unique<KnowledgeBase>(lexical_encoder_, options_.knowledge);
+    // The engine validated these options, so create() does not refuse them;
+    // if it ever did, the degraded path would answer without a lexical index.
+    auto hashing = HashingEncoder::create(options_.hashing);
+    if (hashing) {
+      lexical_encoder_ = std::move(hashing).value();
+      lexical_ = std::make_unique<KnowledgeBase>(lexical_encoder_, options_.knowledge);
+    } else {
+      warn("no lexical index for degraded answers: " + hashing.status().message());
+    }
   }
 }
 

@@ -53,9 +53,10 @@ Status validate_tenant(const std::string& tenant) {
 // Every option, refused with its name rather than quietly fixed.
 Status validate_engine_options(const EngineOptions& o) {
   if (o.encoder && o.encoder->dimension() == 0) return Status::invalid_argument("encoder has dimension 0");
-  if (!o.encoder && o.hashing.dimension == 0) return Status::invalid_argument("hashing.dimension must be positive");
-  if (!o.encoder && o.hashing.dimension > 65536) {
-    return Status::invalid_argument(fmt::format("hashing.dimension {} is more than 65536", o.hashing.dimension));
+  // Checked with a model encoder too: the degraded path's lexical mirror
+  // always runs a HashingEncoder with these options.
+  if (Status hashing = validate_hashing_encoder_options(o.hashing); !hashing.is_ok()) {
+    return Status::invalid_argument("hashing." + hashing.message());
   }
   if (Status s = check_score(o.min_answer_score, "min_answer_score"); !s.is_ok()) return s;
   // Above 1 is allowed here: it switches the lexical path's answers off.

@@ -108,7 +108,13 @@ struct QAEngine::Impl {
 Status QAEngine::Impl::build(EngineOptions engine_options) {
   if (!engine_options.clock) engine_options.clock = steady_clock_instance();
   options = std::move(engine_options);
-  encoder = options.encoder ? options.encoder : std::make_shared<HashingEncoder>(options.hashing);
+  if (options.encoder) {
+    encoder = options.encoder;
+  } else {
+    auto hashing = HashingEncoder::create(options.hashing);  // options validated: cannot fail on them
+    if (!hashing) return hashing.status();
+    encoder = std::move(hashing).value();
+  }
   // A model encoder's degraded requests may fall back on recently expired
   // answers: the exact tiers keep them that long.
   const bool keep_stale = !encoder->is_lightweight() && options.degradation.enabled;
