@@ -22,7 +22,8 @@ constexpr std::size_t kDimension = 384;
 
 // 10k cached questions of which the benchmark looks up 64 in turn.
 void BM_ResultCacheLookupHit(benchmark::State& state) {
-  rapidqa::ResultCache cache;
+  auto owned_cache = rapidqa::ResultCache::create().value();
+  rapidqa::ResultCache& cache = *owned_cache;
   std::vector<std::string> keys;
   for (std::size_t i = 0; i < 10000; ++i) {
     keys.push_back(rapidqa::bench::generated_entry(i, 0).question);

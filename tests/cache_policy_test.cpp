@@ -38,7 +38,8 @@ TEST_CASE("Sliding expiry keeps a hot answer and drops an idle one; absolute exp
     options.ttl = 5min;
     options.expiry = mode;
     options.clock = clock;
-    rapidqa::ResultCache cache(options);
+    auto owned_cache = rapidqa::ResultCache::create(options).value();
+    rapidqa::ResultCache& cache = *owned_cache;
     cache.insert("hot", answer_for("e", "H"));
     cache.insert("idle", answer_for("e", "I"));
     for (int i = 0; i < 3; ++i) {
@@ -57,7 +58,8 @@ TEST_CASE("An answer can ask for a shorter TTL than its tier, never a longer one
   auto options = one_shard(10);
   options.ttl = 5min;
   options.clock = clock;
-  rapidqa::ResultCache cache(options);
+  auto owned_cache = rapidqa::ResultCache::create(options).value();
+  rapidqa::ResultCache& cache = *owned_cache;
   cache.insert("volatile", answer_for("e", "V"), 30s);
   cache.insert("greedy", answer_for("e", "G"), 24h);
   clock->advance(31s);
@@ -72,7 +74,8 @@ TEST_CASE("LRU and LFU evict different answers from the same history", "[cache][
   for (const auto policy : {EvictionPolicy::kLeastRecentlyUsed, EvictionPolicy::kLeastFrequentlyUsed}) {
     auto options = one_shard(3);
     options.eviction = policy;
-    rapidqa::ResultCache cache(options);
+    auto owned_cache = rapidqa::ResultCache::create(options).value();
+    rapidqa::ResultCache& cache = *owned_cache;
     cache.insert("a", answer_for("e", "A"));
     cache.insert("b", answer_for("e", "B"));
     cache.insert("c", answer_for("e", "C"));
@@ -94,7 +97,8 @@ TEST_CASE("LRU and LFU evict different answers from the same history", "[cache][
 TEST_CASE("A byte bound holds fewer long answers than short ones and counts its evictions", "[cache][policy]") {
   auto options = one_shard(1000);
   options.capacity_bytes = 16 * 1024;
-  rapidqa::ResultCache cache(options);
+  auto owned_cache = rapidqa::ResultCache::create(options).value();
+  rapidqa::ResultCache& cache = *owned_cache;
   for (int i = 0; i < 200; ++i) cache.insert("short " + std::to_string(i), answer_for("e", "ok"));
   const auto short_stats = cache.stats();
   CHECK(short_stats.bytes <= options.capacity_bytes);
@@ -119,7 +123,8 @@ TEST_CASE("A large tier stays within its bounds under sampled eviction", "[cache
   for (const auto policy : {EvictionPolicy::kLeastRecentlyUsed, EvictionPolicy::kLeastFrequentlyUsed}) {
     auto options = one_shard(500);
     options.eviction = policy;
-    rapidqa::ResultCache cache(options);
+    auto owned_cache = rapidqa::ResultCache::create(options).value();
+    rapidqa::ResultCache& cache = *owned_cache;
     // A hot set asked again and again between a stream of one-off questions.
     for (int i = 0; i < 20000; ++i) {
       const std::string hot = "hot " + std::to_string(i % 20);

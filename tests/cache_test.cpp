@@ -21,7 +21,8 @@ TEST_CASE("Result cache serves until the TTL and never after", "[cache][result]"
   rapidqa::ResultCacheOptions options;
   options.ttl = 5min;
   options.clock = clock;
-  rapidqa::ResultCache cache(options);
+  auto owned_cache = rapidqa::ResultCache::create(options).value();
+  rapidqa::ResultCache& cache = *owned_cache;
   cache.insert("reset password", answer_for("e1", "A"));
   clock->advance(4min + 59s);
   REQUIRE(cache.lookup("reset password").has_value());
@@ -39,7 +40,8 @@ TEST_CASE("Result cache evicts the least recently used entry", "[cache][result]"
   rapidqa::ResultCacheOptions options;
   options.capacity = 3;
   options.shards = 1;
-  rapidqa::ResultCache cache(options);
+  auto owned_cache = rapidqa::ResultCache::create(options).value();
+  rapidqa::ResultCache& cache = *owned_cache;
   cache.insert("a", answer_for("e", "A"));
   cache.insert("b", answer_for("e", "B"));
   cache.insert("c", answer_for("e", "C"));
@@ -54,7 +56,8 @@ TEST_CASE("Result cache evicts the least recently used entry", "[cache][result]"
 }
 
 TEST_CASE("Result cache invalidates answers built from a changed entry", "[cache][result]") {
-  rapidqa::ResultCache cache;
+  auto owned_cache = rapidqa::ResultCache::create().value();
+  rapidqa::ResultCache& cache = *owned_cache;
   cache.insert("q1", answer_for("e1", "A"));
   cache.insert("q2", answer_for("e2", "B"));
   cache.insert("q3", answer_for("e1", "C"));
@@ -241,4 +244,23 @@ TEST_CASE("Semantic cache namespaces never answer for each other - even under co
   other.tenant = "nobody";
   CHECK_FALSE(cache.lookup(v.data(), "q", other).answer);
   CHECK(cache.lookup(v.data(), "q", other).nearest_similarity == -1.0f);
+}
+
+TEST_CASE("Bad result cache options are refused by name, not fixed", "[cache]") {
+  rapidqa::ResultCacheOptions options;
+  options.shards = 0;
+  auto made = rapidqa::ResultCache::create(options);
+  REQUIRE_FALSE(made.is_ok());
+  CHECK(made.status().message().find("shards") != std::string::npos);
+  options = {};
+  options.ttl = std::chrono::milliseconds(0);
+  made = rapidqa::ResultCache::create(options);
+  REQUIRE_FALSE(made.is_ok());
+  CHECK(made.status().message().find("ttl") != std::string::npos);
+  options = {};
+  options.stale_grace = std::chrono::milliseconds(-1);
+  made = rapidqa::ResultCache::create(options);
+  REQUIRE_FALSE(made.is_ok());
+  CHECK(made.status().message().find("stale_grace") != std::string::npos);
+  CHECK(rapidqa::ResultCache::create({}).is_ok());
 }

@@ -365,7 +365,8 @@ TEST_CASE("Default options bound every tier by bytes", "[hostile]") {
   rapidqa::ResultCacheOptions small;
   small.capacity_bytes = 8u << 20;
   small.shards = 1;
-  rapidqa::ResultCache cache(small);
+  auto owned_cache = rapidqa::ResultCache::create(small).value();
+  rapidqa::ResultCache& cache = *owned_cache;
   for (int i = 0; i < 64; ++i) {
     cache.insert("q" + std::to_string(i), rapidqa::testing::answer_for("e", std::string(1 << 20, 'x')));
   }

@@ -24,6 +24,7 @@
 #include "rapidqa/cache_policy.h"
 #include "rapidqa/clock.h"
 #include "rapidqa/export.h"
+#include "rapidqa/status.h"
 
 namespace rapidqa {
 
@@ -40,7 +41,7 @@ struct ResultCacheOptions {
   // Expired answers are kept this much longer (never served as fresh, still
   // counted in the bounds) for lookup_stale(); 0 = dropped at expiry.
   std::chrono::milliseconds stale_grace{0};
-  std::size_t shards = 16;                    // independent lock domains; at least 1
+  std::size_t shards = 16;                    // independent lock domains, 1 to 4096 (at most `capacity` are used)
   std::shared_ptr<Clock> clock;               // time source; null = steady clock
 };
 
@@ -61,9 +62,17 @@ struct ResultCacheStats {
   std::size_t bytes = 0;          // estimated bytes held now (answers and keys)
 };
 
+// kInvalidArgument naming the field: ttl outside (0, one year], stale_grace
+// outside [0, one year], shards outside [1, 4096].
+RAPIDQA_EXPORT Status validate_result_cache_options(const ResultCacheOptions& options);
+
 class RAPIDQA_EXPORT ResultCache {
  public:
-  explicit ResultCache(ResultCacheOptions options = {});
+  // Refuses bad options (validate_result_cache_options) rather than fixing them.
+  static Result<std::unique_ptr<ResultCache>> create(ResultCacheOptions options = {});
+  // Deprecated in 0.2, removed in 0.3: takes 0 shards as 1 instead of refusing.
+  [[deprecated("use ResultCache::create(), which refuses bad options")]] explicit ResultCache(
+      ResultCacheOptions options = {});
   ~ResultCache();
   ResultCache(const ResultCache&) = delete;
   ResultCache& operator=(const ResultCache&) = delete;
@@ -98,6 +107,8 @@ class RAPIDQA_EXPORT ResultCache {
   ResultCacheStats stats() const;
 
  private:
+  struct Checked {};  // options already validated
+  ResultCache(Checked, ResultCacheOptions options);
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };

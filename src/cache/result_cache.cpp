@@ -4,14 +4,20 @@
 #include <atomic>
 #include <functional>
 #include <mutex>
+#include <utility>
 #include <vector>
+
+#include <fmt/format.h>
 
 #include "cache/answer_provenance.h"
 #include "cache/cached_answer.h"
 #include "cache/tier_store.h"
+#include "common/guard.h"
 
 namespace rapidqa {
 namespace {
+
+constexpr std::size_t kMaxShards = 4096;
 
 using Store = cache::TierStore<CacheKey, cache::CachedAnswer>;
 
@@ -41,8 +47,34 @@ struct ResultCache::Impl {
   Shard& shard_for(const CacheKey& key) const { return *shards[std::hash<CacheKey>{}(key) % shards.size()]; }
 };
 
-ResultCache::ResultCache(ResultCacheOptions options) : impl_(std::make_unique<Impl>()) {
+Status validate_result_cache_options(const ResultCacheOptions& o) {
+  constexpr auto kOneYear = std::chrono::hours(24 * 366);
+  if (o.ttl.count() <= 0 || o.ttl > kOneYear) {
+    return Status::invalid_argument(
+        fmt::format("ttl {} ms is outside (0, one year] (to cache nothing, disable the tier)", o.ttl.count()));
+  }
+  if (o.stale_grace.count() < 0 || o.stale_grace > kOneYear) {
+    return Status::invalid_argument(fmt::format("stale_grace {} ms is outside [0, one year]", o.stale_grace.count()));
+  }
+  if (o.shards == 0 || o.shards > kMaxShards) {
+    return Status::invalid_argument(fmt::format("shards {} is outside [1, {}]", o.shards, kMaxShards));
+  }
+  return Status::ok();
+}
+
+Result<std::unique_ptr<ResultCache>> ResultCache::create(ResultCacheOptions options) {
+  if (Status valid = validate_result_cache_options(options); !valid.is_ok()) return valid;
+  return detail::guarded("creating a result cache", [&]() -> Result<std::unique_ptr<ResultCache>> {
+    return std::unique_ptr<ResultCache>(new ResultCache(Checked{}, std::move(options)));
+  });
+}
+
+ResultCache::ResultCache(ResultCacheOptions options) : ResultCache(Checked{}, [&] {
   if (options.shards == 0) options.shards = 1;
+  return std::move(options);
+}()) {}
+
+ResultCache::ResultCache(Checked, ResultCacheOptions options) : impl_(std::make_unique<Impl>()) {
   if (options.capacity < options.shards) options.shards = std::max<std::size_t>(1, options.capacity);
   if (!options.clock) options.clock = steady_clock_instance();
   impl_->options = options;

@@ -14,10 +14,18 @@ Result<std::unique_ptr<CacheTiers>> CacheTiers::create(const EngineOptions& opti
   auto exact_tier = [&](ResultCacheOptions o) {
     if (!o.clock) o.clock = options.clock;
     if (keep_stale) o.stale_grace = std::max(o.stale_grace, options.degradation.max_staleness);
-    return std::make_unique<ResultCache>(o);
+    return ResultCache::create(std::move(o));
   };
-  if (options.enable_result_cache) tiers->result_ = exact_tier(options.result_cache);
-  if (options.enable_knowledge_cache) tiers->knowledge_ = exact_tier(options.knowledge_cache);
+  if (options.enable_result_cache) {
+    auto cache = exact_tier(options.result_cache);
+    if (!cache) return cache.status();
+    tiers->result_ = std::move(cache).value();
+  }
+  if (options.enable_knowledge_cache) {
+    auto cache = exact_tier(options.knowledge_cache);
+    if (!cache) return cache.status();
+    tiers->knowledge_ = std::move(cache).value();
+  }
   if (options.enable_semantic_cache) {
     SemanticCacheOptions sc = options.semantic_cache;
     sc.dimension = dimension;

@@ -22,14 +22,9 @@ Status check_score(float score, const char* field) {
 }
 
 Status check_tier(const ResultCacheOptions& o, const char* name) {
-  if (o.ttl.count() <= 0 || o.ttl > kMaxCacheTtl) {
-    return Status::invalid_argument(fmt::format(
-        "{}.ttl {} ms is outside (0, one year] (to cache nothing, disable the tier)", name, o.ttl.count()));
+  if (Status valid = validate_result_cache_options(o); !valid.is_ok()) {
+    return Status::invalid_argument(fmt::format("{}.{}", name, valid.message()));
   }
-  if (o.stale_grace.count() < 0 || o.stale_grace > kMaxCacheTtl) {
-    return Status::invalid_argument(fmt::format("{}.stale_grace {} ms is outside [0, one year]", name, o.stale_grace.count()));
-  }
-  if (o.shards == 0) return Status::invalid_argument(fmt::format("{}.shards must be at least 1", name));
   return Status::ok();
 }
 
