@@ -141,17 +141,24 @@ int open_as(const std::string& uri, unsigned long long uid) {
   return 0;
 }
 
+constexpr const char* kUsage =
+    "usage: rapidqa-store-writer write STORE_URI FIRST\n"
+    "       rapidqa-store-writer full-disk STORE_URI LIMIT_BYTES\n"
+    "       rapidqa-store-writer open STORE_URI AS_UID\n";
+
 int usage(const std::string& problem) {
-  std::cerr << "rapidqa-store-writer: " << problem
-            << "\nusage: rapidqa-store-writer write STORE_URI FIRST\n"
-               "       rapidqa-store-writer full-disk STORE_URI LIMIT_BYTES\n"
-               "       rapidqa-store-writer open STORE_URI AS_UID\n";
+  std::cerr << "rapidqa-store-writer: " << problem << "\n" << kUsage;
   return 2;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc == 2 && std::string(argv[1]) == "--help") {
+    std::cout << kUsage;
+    return 0;
+  }
+  if (argc > 1 && argv[1][0] == '-') return usage(std::string("unknown option '") + argv[1] + "'");
   if (argc != 4) return usage("expected three arguments");
   const std::string mode = argv[1];
   const std::string uri = argv[2];
