@@ -97,6 +97,14 @@ typedef struct rqa_engine_options {
    * written with the same key. NULL or "" = checksummed snapshots only.
    * Borrowed during create (copied). */
   const char* snapshot_key;
+  /* Added after 0.2.0: the durable knowledge store, "sqlite:PATH" (created when
+   * missing; see docs/store.md). The engine loads its entries at create and
+   * commits every change there before applying it, so changes survive a
+   * restart; load_knowledge becomes an all-or-nothing import. A store
+   * another process writes is refused (RQA_FAILED_PRECONDITION), a damaged
+   * one too (RQA_DATA_LOSS). NULL or "" = knowledge in memory only.
+   * Borrowed during create. */
+  const char* knowledge_store;
 } rqa_engine_options;
 
 RQA_API void rqa_engine_options_init(rqa_engine_options* options);
@@ -117,6 +125,22 @@ RQA_API rqa_status rqa_engine_add_entry(rqa_engine* engine, const char* entry_js
 RQA_API rqa_status rqa_engine_update_entry(rqa_engine* engine, const char* entry_json);
 RQA_API rqa_status rqa_engine_remove_entry(rqa_engine* engine, const char* entry_id);
 RQA_API size_t rqa_engine_entry_count(const rqa_engine* engine);
+
+/* The knowledge store's side; each fails with RQA_FAILED_PRECONDITION on an
+ * engine without a knowledge_store.
+ * export: writes the current entries to a JSONL file (written beside and
+ * renamed into place); exported (may be NULL) receives how many.
+ * history: every version of an entry, oldest first, as JSON lines
+ * {"version":N,"removed":false,"committed_at_ms":T,"entry":{...}}; on
+ * success *out is allocated by the library, freed with rqa_free.
+ * RQA_NOT_FOUND when the id was never stored.
+ * rollback: makes a new version of the entry equal to `version` (a change
+ * like an update: committed first, then the caches); new_version (may be
+ * NULL) receives it. RQA_NOT_FOUND for an unknown id or version. */
+RQA_API rqa_status rqa_engine_export_knowledge(const rqa_engine* engine, const char* path, size_t* exported);
+RQA_API rqa_status rqa_engine_entry_history(const rqa_engine* engine, const char* entry_id, char** out);
+RQA_API rqa_status rqa_engine_rollback_entry(rqa_engine* engine, const char* entry_id, uint64_t version,
+                                             uint64_t* new_version);
 
 /* Answers a question. On success *out owns a new answer, released with
  * rqa_answer_destroy. A question nothing matches still succeeds (tier

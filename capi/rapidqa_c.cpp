@@ -14,6 +14,7 @@
 #include <string>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "rapidqa/qa_engine.h"
 #include "rapidqa/version.h"
@@ -169,18 +170,22 @@ rqa_status change_entry(rqa_engine* engine, const char* entry_json, bool update)
   });
 }
 
+// Hands text to the caller as a string it frees with rqa_free.
+rqa_status string_out(const std::string& text, char** out) {
+  char* buffer = static_cast<char*>(std::malloc(text.size() + 1));
+  if (!buffer) return fail(RQA_RESOURCE_EXHAUSTED, "out of memory");
+  std::memcpy(buffer, text.c_str(), text.size() + 1);
+  *out = buffer;
+  return report(rapidqa::Status::ok());
+}
+
 // Hands a metrics rendering to the caller as a string it frees with rqa_free.
 rqa_status metrics_out(const rqa_engine* engine, char** out, std::string (rapidqa::MetricsSnapshot::*render)() const) {
   return translate([&] {
     if (!out) return null_argument("out");
     *out = nullptr;
     if (!engine) return null_argument("engine");
-    const std::string text = (engine->engine->metrics().*render)();
-    char* buffer = static_cast<char*>(std::malloc(text.size() + 1));
-    if (!buffer) return fail(RQA_RESOURCE_EXHAUSTED, "out of memory");
-    std::memcpy(buffer, text.c_str(), text.size() + 1);
-    *out = buffer;
-    return report(rapidqa::Status::ok());
+    return string_out((engine->engine->metrics().*render)(), out);
   });
 }
 
@@ -269,6 +274,8 @@ rqa_status rqa_engine_create(const rqa_engine_options* options, rqa_engine** out
     }
     const bool has_key = c.struct_size >= offsetof(rqa_engine_options, snapshot_key) + sizeof(const char*);
     if (has_key && c.snapshot_key) o.semantic_cache.snapshot_key = c.snapshot_key;
+    const bool has_store = c.struct_size >= offsetof(rqa_engine_options, knowledge_store) + sizeof(const char*);
+    if (has_store && c.knowledge_store) o.knowledge_store = c.knowledge_store;
     auto engine = rapidqa::QAEngine::create(std::move(o));
     if (!engine) return report(engine.status());
     *out = new rqa_engine{std::move(engine).value()};
@@ -302,6 +309,45 @@ rqa_status rqa_engine_remove_entry(rqa_engine* engine, const char* entry_id) {
     if (!engine) return null_argument("engine");
     if (!entry_id) return null_argument("entry_id");
     return report(engine->engine->remove_entry(entry_id));
+  });
+}
+
+rqa_status rqa_engine_export_knowledge(const rqa_engine* engine, const char* path, size_t* exported) {
+  return translate([&] {
+    if (!engine) return null_argument("engine");
+    if (!path) return null_argument("path");
+    return report_count(engine->engine->export_knowledge(path), exported);
+  });
+}
+
+rqa_status rqa_engine_entry_history(const rqa_engine* engine, const char* entry_id, char** out) {
+  return translate([&] {
+    if (!out) return null_argument("out");
+    *out = nullptr;
+    if (!engine) return null_argument("engine");
+    if (!entry_id) return null_argument("entry_id");
+    auto history = engine->engine->entry_history(entry_id);
+    if (!history) return report(history.status());
+    std::string lines;
+    for (const auto& v : *history) {
+      nlohmann::json line = {{"version", v.version}, {"removed", v.removed}, {"committed_at_ms", v.committed_at_ms}};
+      if (!v.removed) line["entry"] = nlohmann::json::parse(rapidqa::knowledge_entry_to_json(v.entry));
+      lines += line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+      lines += '\n';
+    }
+    return string_out(lines, out);
+  });
+}
+
+rqa_status rqa_engine_rollback_entry(rqa_engine* engine, const char* entry_id, uint64_t version,
+                                     uint64_t* new_version) {
+  return translate([&] {
+    if (!engine) return null_argument("engine");
+    if (!entry_id) return null_argument("entry_id");
+    auto rolled = engine->engine->rollback_entry(entry_id, version);
+    if (!rolled) return report(rolled.status());
+    if (new_version) *new_version = rolled->version;
+    return report(rapidqa::Status::ok());
   });
 }
 

@@ -22,6 +22,8 @@ find_package(fmt REQUIRED)
 find_package(nlohmann_json 3 REQUIRED)
 find_package(utf8proc REQUIRED)
 find_package(Threads REQUIRED)
+# The durable knowledge store (libsqlite3-dev): CMake's own FindSQLite3.
+find_package(SQLite3 REQUIRED)
 # libcrypto: HMAC-SHA256 for keyed semantic-cache snapshots.
 find_package(OpenSSL REQUIRED COMPONENTS Crypto)
 # hiredis ships a pkg-config file but no CMake config on Debian 12.
@@ -42,7 +44,7 @@ separate_arguments(RAPIDQA_TORCH_CXX_FLAGS UNIX_COMMAND "${TORCH_CXX_FLAGS}")
 
 set(RAPIDQA_CORE_DEPS
   faiss fmt::fmt nlohmann_json::nlohmann_json utf8proc::utf8proc ${RAPIDQA_REDIS_LIBRARIES} OpenSSL::Crypto
-  OpenMP::OpenMP_CXX ${BLAS_LIBRARIES} Threads::Threads)
+  SQLite::SQLite3 OpenMP::OpenMP_CXX ${BLAS_LIBRARIES} Threads::Threads)
 set(RAPIDQA_MODEL_DEPS)
 if(RAPIDQA_WITH_MODELS)
   set(RAPIDQA_MODEL_DEPS ${TORCH_LIBRARIES} DNNL::dnnl fmt::fmt ${BLAS_LIBRARIES} Threads::Threads)

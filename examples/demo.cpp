@@ -4,6 +4,7 @@
 //   rapidqa-demo --question "How do I reset my password?"
 //   echo "如何重置密码？" | rapidqa-demo --json
 //   rapidqa-demo --kb my_faq.jsonl --stats < questions.txt
+//   rapidqa-demo --store sqlite:faq.db --question "When are you open?"
 #include <cstdio>
 #include <cstring>
 #include <iostream>
@@ -29,6 +30,8 @@ namespace {
 
 struct DemoOptions {
   std::string kb = RAPIDQA_DEFAULT_KB;
+  bool kb_given = false;   // --kb on the command line (with --store: import it)
+  std::string store;       // knowledge store URI: answer from (and import into) it
   std::vector<std::string> questions;
   std::string model_dir;   // transformer encoder instead of the HashingEncoder
   std::string reader_dir;  // extractive reader over entry contexts
@@ -42,9 +45,12 @@ struct DemoOptions {
 
 void print_usage(std::FILE* to) {
   std::fprintf(to,
-               "usage: rapidqa-demo [--kb FILE] [--model DIR [--bf16]] [--reader DIR] [--question TEXT]... [--json]\n"
-               "                    [--preload FILE] [--stats] [--metrics] [--version]\n"
+               "usage: rapidqa-demo [--kb FILE] [--store URI] [--model DIR [--bf16]] [--reader DIR] [--question TEXT]...\n"
+               "                    [--json] [--preload FILE] [--stats] [--metrics] [--version]\n"
                "  --kb FILE        knowledge base, one JSON object per line (default: the bundled FAQ)\n"
+               "  --store URI      answer from a knowledge store (sqlite:PATH, created when missing); with\n"
+               "                   --kb the file is first imported into it, without it the store's entries\n"
+               "                   are used as they are\n"
                "  --model DIR      encode with this BERT-family model directory instead of the built-in\n"
                "                   hashing encoder\n"
                "  --bf16           run that model in bfloat16 (CPUs with AVX512-BF16 or AMX only)\n"
@@ -73,6 +79,11 @@ int parse_args(int argc, char** argv, DemoOptions& o) {
       const char* v = value("--kb");
       if (!v) return 2;
       o.kb = v;
+      o.kb_given = true;
+    } else if (arg == "--store") {
+      const char* v = value("--store");
+      if (!v) return 2;
+      o.store = v;
     } else if (arg == "--question" || arg == "-q") {
       const char* v = value("--question");
       if (!v) return 2;
@@ -162,20 +173,27 @@ int tool_main(int argc, char** argv) {
     return 2;
   }
 #endif
+  engine_options.knowledge_store = options.store;
   auto engine = rapidqa::QAEngine::create(std::move(engine_options));
   if (!engine) {
     std::fprintf(stderr, "rapidqa-demo: %s\n", engine.status().to_string().c_str());
     return 1;
   }
   if (options.version) std::fputs(rapidqa::build_info().c_str(), stdout);
-  auto loaded = (*engine)->load_knowledge(options.kb);
-  if (!loaded) {
-    std::fprintf(stderr, "rapidqa-demo: %s\n", loaded.status().to_string().c_str());
-    return 1;
-  }
-  if (!options.json) {
-    std::fprintf(stderr, "loaded %zu entries (%zu phrasings) from %s; encoder %s\n", loaded->entries,
-                 loaded->phrasings, options.kb.c_str(), (*engine)->encoder().name().c_str());
+  if (options.store.empty() || options.kb_given) {
+    auto loaded = (*engine)->load_knowledge(options.kb);
+    if (!loaded) {
+      std::fprintf(stderr, "rapidqa-demo: %s\n", loaded.status().to_string().c_str());
+      return 1;
+    }
+    if (!options.json) {
+      std::fprintf(stderr, "loaded %zu entries (%zu phrasings) from %s%s; encoder %s\n", loaded->entries,
+                   loaded->phrasings, options.kb.c_str(), options.store.empty() ? "" : " into the store",
+                   (*engine)->encoder().name().c_str());
+    }
+  } else if (!options.json) {
+    std::fprintf(stderr, "%zu entries from %s; encoder %s\n", (*engine)->entry_count(), options.store.c_str(),
+                 (*engine)->encoder().name().c_str());
   }
   if (!options.preload.empty()) {
     auto preloaded = (*engine)->preload_questions_file(options.preload, {}, [](std::size_t done, std::size_t total) {

@@ -1,7 +1,10 @@
 /* The C ABI exercised from C11, error paths included. */
+/* getpid(), for a store file of this run's own. */
+#define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <rapidqa/rapidqa.h>
 
@@ -393,6 +396,62 @@ static void test_quantize_model(void) {
 static void test_quantize_model(void) {}
 #endif
 
+/* An engine on a knowledge store: a change survives the engine, the
+ * history lists it, a rollback makes a new version, an export writes the
+ * entries, and a second engine on the same file is refused. */
+static void test_knowledge_store(void) {
+  char path[256];
+  char uri[300];
+  char exported_path[300];
+  snprintf(path, sizeof path, "/tmp/rapidqa-c-api-store-%ld.db", (long)getpid());
+  snprintf(uri, sizeof uri, "sqlite:%s", path);
+  snprintf(exported_path, sizeof exported_path, "%s.jsonl", path);
+  rqa_engine_options options;
+  rqa_engine_options_init(&options);
+  options.knowledge_store = uri;
+  rqa_engine* engine = NULL;
+  CHECK(rqa_engine_create(&options, &engine) == RQA_OK);
+  CHECK(rqa_engine_add_entry(engine, "{\"id\":\"hours\",\"question\":\"When are you open?\",\"answer\":\"9 to 5\"}") ==
+        RQA_OK);
+  CHECK(rqa_engine_update_entry(engine, "{\"id\":\"hours\",\"question\":\"When are you open?\",\"answer\":\"8 to 6\"}") ==
+        RQA_OK);
+  rqa_engine* second = NULL;
+  CHECK(rqa_engine_create(&options, &second) == RQA_FAILED_PRECONDITION);
+  CHECK(second == NULL);
+  CHECK(strstr(rqa_last_error(), "open for writing") != NULL);
+  rqa_engine_destroy(engine);
+
+  engine = NULL;
+  CHECK(rqa_engine_create(&options, &engine) == RQA_OK);
+  CHECK(rqa_engine_entry_count(engine) == 1);
+  char* history = NULL;
+  CHECK(rqa_engine_entry_history(engine, "hours", &history) == RQA_OK);
+  CHECK(history != NULL && strstr(history, "\"version\":2") != NULL && strstr(history, "9 to 5") != NULL);
+  rqa_free(history);
+  CHECK(rqa_engine_entry_history(engine, "never", &history) == RQA_NOT_FOUND);
+  uint64_t version = 0;
+  CHECK(rqa_engine_rollback_entry(engine, "hours", 1, &version) == RQA_OK);
+  CHECK(version == 3);
+  rqa_answer* answer = NULL;
+  CHECK(rqa_engine_ask(engine, "When are you open?", &answer) == RQA_OK);
+  CHECK(strcmp(rqa_answer_text(answer), "9 to 5") == 0);
+  rqa_answer_destroy(answer);
+  size_t exported = 0;
+  CHECK(rqa_engine_export_knowledge(engine, exported_path, &exported) == RQA_OK);
+  CHECK(exported == 1);
+  rqa_engine_destroy(engine);
+
+  rqa_engine* memory_only = NULL;
+  CHECK(rqa_engine_create(NULL, &memory_only) == RQA_OK);
+  CHECK(rqa_engine_rollback_entry(memory_only, "hours", 1, NULL) == RQA_FAILED_PRECONDITION);
+  rqa_engine_destroy(memory_only);
+  char lock_path[300];
+  snprintf(lock_path, sizeof lock_path, "%s.lock", path);
+  remove(path);
+  remove(lock_path);
+  remove(exported_path);
+}
+
 int main(void) {
   test_version();
   test_null_and_bad_options();
@@ -402,6 +461,7 @@ int main(void) {
   test_models_and_encode();
   test_tenants_and_corrections();
   test_quantize_model();
+  test_knowledge_store();
   if (failures == 0) printf("c api: all checks passed\n");
   return failures == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }

@@ -9,6 +9,14 @@
 //   auto loaded = (*engine)->load_knowledge("faq.jsonl");
 //   auto answer = (*engine)->ask("How do I reset my password?");
 //
+// Durability: with EngineOptions::knowledge_store the knowledge lives in a
+// KnowledgeStore (knowledge_store.h) and survives restarts. Every change is
+// committed there first; then the cached answers built from the entry are
+// dropped in every tier (and the peers told, through Redis); then hot
+// questions are re-answered in the background. A change whose commit fails
+// returns the reason and changes nothing in memory or in the caches.
+// Without a store the knowledge lives in memory only.
+//
 // Thread safety: thread-safe. ask() and ask_batch() may be called from any
 // number of threads while other threads add, update or remove entries; an
 // update is visible to every ask that starts after it returns, and no cache
@@ -35,6 +43,7 @@
 #include "rapidqa/hashing_encoder.h"
 #include "rapidqa/knowledge_entry.h"
 #include "rapidqa/knowledge_file.h"
+#include "rapidqa/knowledge_store.h"
 #include "rapidqa/log.h"
 #include "rapidqa/metrics.h"
 #include "rapidqa/reader.h"
@@ -131,6 +140,14 @@ struct EngineOptions {
   // Sharing knowledge changes with the other instances of this knowledge
   // base through Redis (see redis_sync.h); no host = this instance alone.
   RedisSyncOptions redis;
+  // The durable knowledge: a store URI ("sqlite:/var/lib/rapidqa/faq.db",
+  // see knowledge_store.h and docs/store.md). create() opens it (creating
+  // the file when missing) and loads its current entries; every change is
+  // committed there before it is applied. "" = knowledge in memory only.
+  // The engine writes the store, so a second engine (or process) on the
+  // same file is refused at create() with kFailedPrecondition.
+  std::string knowledge_store;
+  KnowledgeStoreOptions knowledge_store_options;  // read_only is refused: the engine writes
 };
 
 struct AskOptions {
@@ -174,7 +191,10 @@ class RAPIDQA_EXPORT QAEngine {
 
   // Replaces the whole knowledge base with the file's entries (see
   // knowledge_file.h for the format and what happens to bad lines). On error
-  // the engine keeps the knowledge it had. Clears both caches.
+  // the engine keeps the knowledge it had. Clears both caches. With a store
+  // this is an import, in one transaction: new ids are added, changed
+  // entries get a new version, unchanged ones keep theirs, missing ones are
+  // removed (their history stays).
   Result<KnowledgeLoadReport> load_knowledge(const std::string& path,
                                              const KnowledgeFileOptions& file_options = {});
   // The same from entries in memory. kAlreadyExists on duplicate ids.
@@ -191,6 +211,20 @@ class RAPIDQA_EXPORT QAEngine {
   // A copy of the entry as stored (with its version), or kNotFound.
   Result<KnowledgeEntry> entry(const std::string& id) const;
   std::size_t entry_count() const;
+
+  // The store's side (kFailedPrecondition without a knowledge store).
+  // entry_history: every version of an entry, oldest first (kNotFound when
+  // the id was never stored). rollback_entry: makes a new version equal to
+  // an old one and returns the entry as now stored (kNotFound for an
+  // unknown version); rolling back to a removal removes the entry and
+  // returns only its id. It is a
+  // change like update_entry: committed first, then the caches.
+  // export_knowledge: the current entries as a JSONL file (written beside
+  // and renamed into place); returns how many. store_stats: sizes.
+  Result<std::vector<EntryVersion>> entry_history(const std::string& id) const;
+  Result<KnowledgeEntry> rollback_entry(const std::string& id, std::uint64_t version);
+  Result<std::size_t> export_knowledge(const std::string& path) const;
+  Result<KnowledgeStoreStats> store_stats() const;
 
   // Sets (or with nullopt removes) a tenant's own semantic-cache threshold,
   // between the global default and a request's own; kInvalidArgument

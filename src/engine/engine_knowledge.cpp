@@ -8,8 +8,22 @@
 
 namespace rapidqa::engine {
 
-EngineKnowledge::EngineKnowledge(std::shared_ptr<Encoder> encoder, KnowledgeBaseOptions options, DegradedPath* mirror)
-    : base_(std::move(encoder), std::move(options)), mirror_(mirror) {}
+namespace {
+
+// The rare case where the store took a change the memory then refused (the
+// encoder failed on text that passed check_phrasings): the caller learns
+// that the change is durable even though this engine does not serve it yet.
+Status committed_but_not_applied(const std::string& what, const Status& cause) {
+  return Status(cause.code(), fmt::format("{} was committed to the store but could not be applied in memory ({}); "
+                                          "the engine serves it once reopened on the store",
+                                          what, cause.message()));
+}
+
+}  // namespace
+
+EngineKnowledge::EngineKnowledge(std::shared_ptr<Encoder> encoder, KnowledgeBaseOptions options, DegradedPath* mirror,
+                                 std::unique_ptr<KnowledgeStore> store)
+    : base_(std::move(encoder), std::move(options)), mirror_(mirror), store_(std::move(store)) {}
 
 void EngineKnowledge::mirror(const std::string& id) {
   if (mirror_) mirror_->mirror_entry(id, base_.find(id));
@@ -26,7 +40,60 @@ cache::KnowledgeChange EngineKnowledge::upsert_change(const std::string& id) con
   return change;
 }
 
+cache::KnowledgeChange EngineKnowledge::removal_change(const std::string& id) const {
+  cache::KnowledgeChange removal;
+  removal.kind = cache::KnowledgeChange::Kind::kRemove;
+  removal.entry_id = id;
+  return removal;
+}
+
+Result<cache::KnowledgeChange> EngineKnowledge::load_from_store() {
+  auto entries = store_->load_current();
+  if (!entries) return entries.status();
+  std::vector<KnowledgeEntry> mirror_copy;
+  if (mirror_) mirror_copy = *entries;
+  Status s = base_.replace_all(std::move(entries).value());
+  if (!s.is_ok()) return s;
+  if (mirror_) mirror_->mirror_all(std::move(mirror_copy));
+  cache::KnowledgeChange reload;
+  reload.kind = cache::KnowledgeChange::Kind::kReload;
+  return reload;
+}
+
+Result<cache::KnowledgeChange> EngineKnowledge::commit_then_apply(StoreChange change) {
+  const std::string id = change.id();
+  if (change.kind != StoreChange::Kind::kRemove) {
+    if (Status s = base_.check_phrasings(change.entry); !s.is_ok()) return s;
+  }
+  auto committed = store_->commit({change});
+  if (!committed) return committed.status();
+  const CommittedVersion& version = committed->front();
+  if (version.removed) {
+    if (base_.find(id)) {
+      Status s = base_.remove(id);
+      if (!s.is_ok()) return committed_but_not_applied(fmt::format("removing entry '{}'", id), s);
+    }
+    mirror(id);
+    return removal_change(id);
+  }
+  Status s = base_.put(std::move(change.entry), version.version);
+  if (!s.is_ok()) return committed_but_not_applied(fmt::format("version {} of entry '{}'", version.version, id), s);
+  mirror(id);
+  return upsert_change(id);
+}
+
 Result<cache::KnowledgeChange> EngineKnowledge::replace_all(std::vector<KnowledgeEntry> entries) {
+  if (store_) {
+    // Refused phrasings before the commit, so a bad file changes nothing.
+    for (const auto& e : entries) {
+      if (Status s = base_.check_phrasings(e); !s.is_ok()) return s;
+    }
+    auto replaced = replace_store_entries(*store_, std::move(entries));
+    if (!replaced) return replaced.status();
+    auto reload = load_from_store();
+    if (!reload) return committed_but_not_applied("the new knowledge", reload.status());
+    return reload;
+  }
   std::vector<KnowledgeEntry> mirror_copy;
   if (mirror_) mirror_copy = entries;
   Status s = base_.replace_all(std::move(entries));
@@ -38,6 +105,7 @@ Result<cache::KnowledgeChange> EngineKnowledge::replace_all(std::vector<Knowledg
 }
 
 Result<cache::KnowledgeChange> EngineKnowledge::add(KnowledgeEntry entry) {
+  if (store_) return commit_then_apply(StoreChange::add(std::move(entry)));
   const std::string id = entry.id;
   Status s = base_.add(std::move(entry));
   if (!s.is_ok()) return s;
@@ -46,6 +114,7 @@ Result<cache::KnowledgeChange> EngineKnowledge::add(KnowledgeEntry entry) {
 }
 
 Result<cache::KnowledgeChange> EngineKnowledge::update(KnowledgeEntry entry) {
+  if (store_) return commit_then_apply(StoreChange::update(std::move(entry)));
   const std::string id = entry.id;
   Status s = base_.update(std::move(entry));
   if (!s.is_ok()) return s;
@@ -54,13 +123,18 @@ Result<cache::KnowledgeChange> EngineKnowledge::update(KnowledgeEntry entry) {
 }
 
 Result<cache::KnowledgeChange> EngineKnowledge::remove(const std::string& id) {
+  if (store_) return commit_then_apply(StoreChange::remove(id));
   Status s = base_.remove(id);
   if (!s.is_ok()) return s;
   mirror(id);
-  cache::KnowledgeChange removal;
-  removal.kind = cache::KnowledgeChange::Kind::kRemove;
-  removal.entry_id = id;
-  return removal;
+  return removal_change(id);
+}
+
+Result<cache::KnowledgeChange> EngineKnowledge::rollback(const std::string& id, std::uint64_t version) {
+  if (!store_) return Status::failed_precondition("rolling back needs a knowledge store (EngineOptions::knowledge_store)");
+  auto change = rollback_change(*store_, id, version);
+  if (!change) return change.status();
+  return commit_then_apply(std::move(change).value());
 }
 
 void EngineKnowledge::apply_remote(const cache::KnowledgeChange& change, const LogSink& log) {

@@ -4,6 +4,12 @@
 // Each change returns the KnowledgeChange event to publish on the change
 // bus (the caches are the bus's business, not this class's).
 //
+// With a KnowledgeStore, every change is committed there first, and applied
+// in memory only after the commit returned, under the version the store
+// assigned: a failed commit leaves memory (and so the caches) as it was, and
+// a change that returned is on disk. Without one the knowledge lives in
+// memory only and versions are counted here, as before stores existed.
+//
 // Thread safety: thread-compatible under its own lock: take write() around
 // a change and the publication of its event, read() around anything that
 // reads base(). The lock is exposed rather than taken inside because the
@@ -11,6 +17,7 @@
 // follows, and an ask across retrieval *and* the cache fill.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <shared_mutex>
@@ -22,6 +29,7 @@
 #include "engine/knowledge_base.h"
 #include "rapidqa/encoder.h"
 #include "rapidqa/knowledge_entry.h"
+#include "rapidqa/knowledge_store.h"
 #include "rapidqa/status.h"
 
 namespace rapidqa::engine {
@@ -30,13 +38,22 @@ class EngineKnowledge {
  public:
   // mirror: the degraded path whose lexical index follows every change;
   // null when there is none. It must outlive this object.
-  EngineKnowledge(std::shared_ptr<Encoder> encoder, KnowledgeBaseOptions options, DegradedPath* mirror);
+  // store: where changes are committed first; null = memory only.
+  EngineKnowledge(std::shared_ptr<Encoder> encoder, KnowledgeBaseOptions options, DegradedPath* mirror,
+                  std::unique_ptr<KnowledgeStore> store);
 
   std::unique_lock<std::shared_mutex> write() const { return std::unique_lock<std::shared_mutex>(mu_); }
   std::shared_lock<std::shared_mutex> read() const { return std::shared_lock<std::shared_mutex>(mu_); }
 
   // Reads, under read() or write().
   const KnowledgeBase& base() const { return base_; }
+  // Null without a store. The store is thread-safe: its history and
+  // statistics may be read without this object's lock.
+  KnowledgeStore* store() const { return store_.get(); }
+
+  // Loads the store's current entries into memory (at engine start), under
+  // write(); the event to publish, as for replace_all.
+  Result<cache::KnowledgeChange> load_from_store();
 
   // Changes, under write(). On error nothing changes and there is nothing
   // to publish.
@@ -44,6 +61,10 @@ class EngineKnowledge {
   Result<cache::KnowledgeChange> add(KnowledgeEntry entry);
   Result<cache::KnowledgeChange> update(KnowledgeEntry entry);
   Result<cache::KnowledgeChange> remove(const std::string& id);
+  // A new version equal to an old one (kFailedPrecondition without a
+  // store, kNotFound for an unknown id or version). Rolling back to a
+  // removal removes the entry.
+  Result<cache::KnowledgeChange> rollback(const std::string& id, std::uint64_t version);
   // A peer's change (delivered by the Redis relay), applied when it is
   // newer than the local copy; a refusal is logged through `log`. The
   // caches drop what it names whatever happened here (dropping a cached
@@ -53,11 +74,18 @@ class EngineKnowledge {
 
  private:
   cache::KnowledgeChange upsert_change(const std::string& id) const;
+  cache::KnowledgeChange removal_change(const std::string& id) const;
   void mirror(const std::string& id);
+  // Commits one change to the store, then stores it in memory under the
+  // committed version; the event to publish.
+  Result<cache::KnowledgeChange> commit_then_apply(StoreChange change);
 
   mutable std::shared_mutex mu_;
   KnowledgeBase base_;   // guarded by mu_
   DegradedPath* mirror_; // its mirror guarded by mu_ too
+  // Changes are committed under mu_ held exclusively, so the store's
+  // current entries and base_ never differ once a change has returned.
+  std::unique_ptr<KnowledgeStore> store_;
 };
 
 }  // namespace rapidqa::engine

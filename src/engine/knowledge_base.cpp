@@ -58,6 +58,14 @@ Status KnowledgeBase::encode_phrasings(const std::vector<const KnowledgeEntry*>&
   return encoder_->encode(out.normalized, out.vectors);
 }
 
+Status KnowledgeBase::check_phrasings(const KnowledgeEntry& entry) const {
+  for (const std::string* phrasing : phrasings_of(entry)) {
+    auto text = encoder_input(*phrasing);
+    if (!text) return Status::invalid_argument(fmt::format("entry '{}': {}", entry.id, text.status().message()));
+  }
+  return Status::ok();
+}
+
 Status KnowledgeBase::replace_all(std::vector<KnowledgeEntry> entries) {
   std::unordered_set<std::string> ids;
   std::vector<const KnowledgeEntry*> pointers;

@@ -9,6 +9,7 @@
 #include <memory>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "index/vector_index.h"
@@ -44,6 +45,13 @@ class KnowledgeBase {
   // (true) when the entry is new here or the change is newer than the local
   // copy; an equal or older version is left alone (false).
   Result<bool> store_if_newer(KnowledgeEntry entry);
+  // Stores an entry under a version its store assigned, replacing any
+  // entry with its id; on error nothing changes.
+  Status put(KnowledgeEntry entry, std::uint64_t version) { return store(std::move(entry), version); }
+  // Whether every phrasing of the entry would encode (what add, update and
+  // put refuse), checked before a change is committed to a store so the
+  // commit is not followed by a refusal here.
+  Status check_phrasings(const KnowledgeEntry& entry) const;
   // Refits the encoder on the current phrasings and re-encodes them.
   Status reindex();
 

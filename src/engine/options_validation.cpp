@@ -102,6 +102,14 @@ Status validate_engine_options(const EngineOptions& o) {
     Status tuner = validate_auto_tuner_options(o.tuner);
     if (!tuner.is_ok()) return Status(tuner.code(), "tuner." + tuner.message());
   }
+  if (!o.knowledge_store.empty() && o.knowledge_store_options.read_only) {
+    return Status::invalid_argument(
+        "knowledge_store_options.read_only: an engine writes its store; open the store itself "
+        "(KnowledgeStore::open) to read it alongside a running engine");
+  }
+  if (o.knowledge_store_options.busy_timeout.count() < 0) {
+    return Status::invalid_argument("knowledge_store_options.busy_timeout is negative");
+  }
   if (!o.redis.host.empty()) return cache::validate_redis_sync_options(o.redis);
   return Status::ok();
 }

@@ -127,7 +127,20 @@ Status QAEngine::Impl::build(EngineOptions engine_options) {
   kb.search_breadth = options.knowledge_search_breadth;
   kb.normalize = options.normalize;
   if (Status s = build_model_parts(kb); !s.is_ok()) return s;
-  knowledge = std::make_unique<engine::EngineKnowledge>(encoder, kb, degraded.get());
+  std::unique_ptr<KnowledgeStore> store;
+  if (!options.knowledge_store.empty()) {
+    auto opened = KnowledgeStore::open(options.knowledge_store, options.knowledge_store_options);
+    if (!opened) return opened.status();
+    store = std::move(opened).value();
+  }
+  knowledge = std::make_unique<engine::EngineKnowledge>(encoder, kb, degraded.get(), std::move(store));
+  if (knowledge->store()) {
+    // No cache holds anything yet and no peer listens yet: the event is
+    // not published.
+    auto lock = knowledge->write();
+    auto loaded = knowledge->load_from_store();
+    if (!loaded) return loaded.status();
+  }
   pipeline = std::make_unique<engine::AskPipeline>(engine::AskPipeline::Parts{
       &options, encoder, tiers.get(), knowledge.get(), degraded.get(), batching.get(), &metrics});
   changes.subscribe([this](const cache::KnowledgeChange& change) {
@@ -256,6 +269,45 @@ Result<KnowledgeEntry> QAEngine::entry(const std::string& id) const {
   const KnowledgeEntry* e = impl_->knowledge->base().find(id);
   if (!e) return Status::not_found(fmt::format("no entry with id '{}'", detail::clip_for_message(id)));
   return *e;
+}
+
+namespace {
+
+Status no_store() {
+  return Status::failed_precondition("the engine has no knowledge store (EngineOptions::knowledge_store)");
+}
+
+}  // namespace
+
+Result<std::vector<EntryVersion>> QAEngine::entry_history(const std::string& id) const {
+  KnowledgeStore* store = impl_->knowledge->store();
+  if (!store) return no_store();
+  return detail::guarded("reading an entry's history", [&] { return store->history(id); });
+}
+
+Result<KnowledgeEntry> QAEngine::rollback_entry(const std::string& id, std::uint64_t version) {
+  return detail::guarded("rolling back an entry", [&]() -> Result<KnowledgeEntry> {
+    auto effect = impl_->commit([&](engine::EngineKnowledge& k) { return k.rollback(id, version); });
+    if (!effect) return effect.status();
+    impl_->schedule_rebuilds(effect->hot_questions);
+    auto lock = impl_->knowledge->read();
+    if (const KnowledgeEntry* now = impl_->knowledge->base().find(id)) return *now;
+    KnowledgeEntry removed;  // rolled back to a removal
+    removed.id = id;
+    return removed;
+  });
+}
+
+Result<std::size_t> QAEngine::export_knowledge(const std::string& path) const {
+  KnowledgeStore* store = impl_->knowledge->store();
+  if (!store) return no_store();
+  return export_knowledge_file(*store, path);
+}
+
+Result<KnowledgeStoreStats> QAEngine::store_stats() const {
+  KnowledgeStore* store = impl_->knowledge->store();
+  if (!store) return no_store();
+  return detail::guarded("reading the store's statistics", [&] { return store->stats(); });
 }
 
 std::size_t QAEngine::entry_count() const {

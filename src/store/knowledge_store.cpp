@@ -1,0 +1,123 @@
+#include "rapidqa/knowledge_store.h"
+
+#include <cstdio>
+#include <fstream>
+#include <unordered_map>
+#include <unordered_set>
+
+#include <fmt/format.h>
+
+#include "common/bounded_json.h"
+#include "common/guard.h"
+#include "store/sqlite_store.h"
+
+namespace rapidqa {
+
+Result<std::unique_ptr<KnowledgeStore>> KnowledgeStore::open(const std::string& uri,
+                                                             const KnowledgeStoreOptions& options) {
+  return detail::guarded("opening a knowledge store", [&]() -> Result<std::unique_ptr<KnowledgeStore>> {
+    const std::string sqlite_scheme = "sqlite:";
+    if (uri.compare(0, sqlite_scheme.size(), sqlite_scheme) == 0) {
+      return store::open_sqlite_store(uri.substr(sqlite_scheme.size()), uri, options);
+    }
+    return Status::invalid_argument(fmt::format(
+        "knowledge store '{}': unknown kind; expected sqlite:PATH", detail::clip_for_message(uri)));
+  });
+}
+
+bool same_entry_content(const KnowledgeEntry& a, const KnowledgeEntry& b) {
+  return a.id == b.id && a.question == b.question && a.alternates == b.alternates && a.answer == b.answer &&
+         a.context == b.context && a.tags == b.tags && a.cache_ttl == b.cache_ttl;
+}
+
+Result<StoreChange> rollback_change(KnowledgeStore& store, const std::string& id, std::uint64_t version) {
+  auto old = store.version_of(id, version);
+  if (!old) return old.status();
+  if (!old->removed) return StoreChange::put(std::move(old->entry));
+  auto history = store.history(id);
+  if (!history) return history.status();
+  if (history->back().removed) {
+    return Status::failed_precondition(fmt::format("entry '{}' is already removed; version {} was a removal",
+                                                   detail::clip_for_message(id), version));
+  }
+  return StoreChange::remove(id);
+}
+
+Result<StoreImportReport> replace_store_entries(KnowledgeStore& store, std::vector<KnowledgeEntry> entries,
+                                                const StoreProgress& progress) {
+  return detail::guarded("replacing the stored entries", [&]() -> Result<StoreImportReport> {
+    std::unordered_set<std::string> ids;
+    for (const auto& e : entries) {
+      if (!ids.insert(e.id).second) {
+        return Status::already_exists(fmt::format("duplicate entry id '{}'", detail::clip_for_message(e.id)));
+      }
+    }
+    auto current = store.load_current();
+    if (!current) return current.status();
+    std::unordered_map<std::string, const KnowledgeEntry*> stored;
+    for (const auto& e : *current) stored.emplace(e.id, &e);
+
+    StoreImportReport report;
+    std::vector<StoreChange> changes;
+    for (auto& e : entries) {
+      const auto it = stored.find(e.id);
+      if (it == stored.end()) {
+        ++report.added;
+      } else if (same_entry_content(*it->second, e)) {
+        ++report.unchanged;  // an unchanged entry keeps its version, and the answers cached from it
+        continue;
+      } else {
+        ++report.updated;
+      }
+      changes.push_back(StoreChange::put(std::move(e)));
+    }
+    for (const auto& e : *current) {
+      if (ids.count(e.id)) continue;
+      ++report.removed;
+      changes.push_back(StoreChange::remove(e.id));
+    }
+    if (changes.empty()) {
+      if (progress) progress(0, 0);
+      return report;
+    }
+    auto committed = store.commit(changes, progress);
+    if (!committed) return committed.status();
+    return report;
+  });
+}
+
+Result<StoreImportReport> import_knowledge_file(KnowledgeStore& store, const std::string& path,
+                                                const KnowledgeFileOptions& file_options,
+                                                const StoreProgress& progress) {
+  auto file = read_knowledge_file(path, file_options);
+  if (!file) return file.status();
+  auto report = replace_store_entries(store, std::move(file->entries), progress);
+  if (!report) return Status(report.status().code(), fmt::format("{}: {}", path, report.status().message()));
+  report->skipped = std::move(file->skipped);
+  return report;
+}
+
+Result<std::size_t> export_knowledge_file(KnowledgeStore& store, const std::string& path) {
+  return detail::guarded("exporting the store", [&]() -> Result<std::size_t> {
+    auto entries = store.load_current();
+    if (!entries) return entries.status();
+    const std::string partial = path + ".partial";
+    {
+      std::ofstream out(partial, std::ios::binary | std::ios::trunc);
+      if (!out) return Status::io_error(fmt::format("cannot write '{}'", partial));
+      for (const auto& e : *entries) out << knowledge_entry_to_json(e) << '\n';
+      out.flush();
+      if (!out) {
+        std::remove(partial.c_str());
+        return Status::io_error(fmt::format("writing '{}' failed (disk full?)", partial));
+      }
+    }
+    if (std::rename(partial.c_str(), path.c_str()) != 0) {
+      std::remove(partial.c_str());
+      return Status::io_error(fmt::format("cannot move the export into place at '{}'", path));
+    }
+    return entries->size();
+  });
+}
+
+}  // namespace rapidqa
