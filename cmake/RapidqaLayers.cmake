@@ -60,7 +60,6 @@ function(rapidqa_layer name)
   if(L_EXPORT_INTERNALS)
     set_target_properties(rapidqa_layer_${name} PROPERTIES CXX_VISIBILITY_PRESET default VISIBILITY_INLINES_HIDDEN OFF)
   endif()
-  set_property(GLOBAL APPEND PROPERTY RAPIDQA_LAYERS ${name})
 endfunction()
 
 # The objects of the given layers, for add_library(... <result>).

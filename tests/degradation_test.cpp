@@ -120,6 +120,20 @@ rapidqa::Result<rapidqa::Answer> ask_past_held_model(QAEngine& engine, ManualClo
   return pending.get();
 }
 
+// Reopens a closed model however a test ends: a failed REQUIRE would
+// otherwise leave the batcher's worker inside encode() and the engine's
+// destructor waiting for it forever.
+struct ReopenAtExit {
+  SlowModel& model;
+  ~ReopenAtExit() { model.open(); }
+};
+
+// Moves the manual clock far on however a test ends, so no ask waits forever.
+struct MoveOnAtExit {
+  ManualClock& clock;
+  ~MoveOnAtExit() { clock.advance(1h); }
+};
+
 }  // namespace
 
 TEST_CASE("A budget below the predicted model latency is answered by lexical retrieval - and says so", "[engine][degradation]") {
@@ -224,19 +238,9 @@ TEST_CASE("No ask waits past its deadline while the model is stuck", "[engine][d
   options.degradation.default_timeout = 30ms;
   auto engine = engine_with(model, options);
   model->close();
-  // Reopened however the test ends: a failed REQUIRE below would otherwise
-  // leave the batcher's worker inside encode() and the engine's destructor
-  // waiting for it forever.
-  struct Reopen {
-    SlowModel& model;
-    ~Reopen() { model.open(); }
-  } reopen{*model};
+  const ReopenAtExit reopen{*model};
   std::vector<std::future<rapidqa::Result<rapidqa::Answer>>> asks;
-  // Moves time on however the test ends, so no ask waits forever.
-  struct MoveOn {
-    ManualClock& clock;
-    ~MoveOn() { clock.advance(1h); }
-  } move_on{*clock};
+  const MoveOnAtExit move_on{*clock};
   for (int i = 0; i < 4; ++i) {
     asks.push_back(std::async(std::launch::async, [&] { return engine->ask("How do I reset my password?", within(0ms)); }));
   }
@@ -263,15 +267,9 @@ TEST_CASE("The wait for the model is measured on the engine's clock, not in real
   options.encoder_batching.max_queue_delay = 0us;
   auto engine = engine_with(model, options);
   model->close();
-  struct Reopen {
-    SlowModel& model;
-    ~Reopen() { model.open(); }
-  } reopen{*model};
+  const ReopenAtExit reopen{*model};
   auto held = std::async(std::launch::async, [&] { return engine->ask("How do I reset my password?", within(50ms)); });
-  struct MoveOn {
-    ManualClock& clock;
-    ~MoveOn() { clock.advance(1h); }
-  } move_on{*clock};
+  const MoveOnAtExit move_on{*clock};
   REQUIRE(model->await_waiting(1));
   // Six times the budget passes in real time, none of it on the engine's
   // clock: the ask is still waiting for the model.

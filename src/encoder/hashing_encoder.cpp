@@ -198,12 +198,12 @@ HashingEncoder::HashingEncoder(Checked, HashingEncoderOptions options) : impl_(s
   impl_->options = options;
 }
 
-HashingEncoder::HashingEncoder(HashingEncoderOptions options) : impl_(std::make_unique<Impl>()) {
+HashingEncoder::HashingEncoder(HashingEncoderOptions options) : HashingEncoder(Checked{}, [&] {
   if (options.dimension == 0) options.dimension = 1;
   if (options.char_ngram_min == 0) options.char_ngram_min = 1;
   if (options.char_ngram_max < options.char_ngram_min) options.char_ngram_max = options.char_ngram_min;
-  impl_->options = options;
-}
+  return options;
+}()) {}
 
 HashingEncoder::~HashingEncoder() = default;
 

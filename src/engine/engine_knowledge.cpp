@@ -50,9 +50,13 @@ cache::KnowledgeChange EngineKnowledge::removal_change(const std::string& id) co
 Result<cache::KnowledgeChange> EngineKnowledge::load_from_store() {
   auto entries = store_->load_current();
   if (!entries) return entries.status();
+  return replace_in_memory(std::move(entries).value());
+}
+
+Result<cache::KnowledgeChange> EngineKnowledge::replace_in_memory(std::vector<KnowledgeEntry> entries) {
   std::vector<KnowledgeEntry> mirror_copy;
-  if (mirror_) mirror_copy = *entries;
-  Status s = base_.replace_all(std::move(entries).value());
+  if (mirror_) mirror_copy = entries;
+  Status s = base_.replace_all(std::move(entries));
   if (!s.is_ok()) return s;
   if (mirror_) mirror_->mirror_all(std::move(mirror_copy));
   cache::KnowledgeChange reload;
@@ -94,14 +98,7 @@ Result<cache::KnowledgeChange> EngineKnowledge::replace_all(std::vector<Knowledg
     if (!reload) return committed_but_not_applied("the new knowledge", reload.status());
     return reload;
   }
-  std::vector<KnowledgeEntry> mirror_copy;
-  if (mirror_) mirror_copy = entries;
-  Status s = base_.replace_all(std::move(entries));
-  if (!s.is_ok()) return s;
-  if (mirror_) mirror_->mirror_all(std::move(mirror_copy));
-  cache::KnowledgeChange reload;
-  reload.kind = cache::KnowledgeChange::Kind::kReload;
-  return reload;
+  return replace_in_memory(std::move(entries));
 }
 
 Result<cache::KnowledgeChange> EngineKnowledge::add(KnowledgeEntry entry) {

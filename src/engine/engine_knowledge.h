@@ -79,6 +79,8 @@ class EngineKnowledge {
   // Commits one change to the store, then stores it in memory under the
   // committed version; the event to publish.
   Result<cache::KnowledgeChange> commit_then_apply(StoreChange change);
+  // Every entry replaced in memory (and in the lexical mirror); kReload.
+  Result<cache::KnowledgeChange> replace_in_memory(std::vector<KnowledgeEntry> entries);
 
   mutable std::shared_mutex mu_;
   KnowledgeBase base_;   // guarded by mu_

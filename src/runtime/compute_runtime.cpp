@@ -14,16 +14,9 @@
 #include <fmt/format.h>
 
 #include "common/guard.h"
+#include "runtime/openblas_controls.h"
 #include "runtime/work_pool.h"
 #include "rapidqa/version.h"
-
-// OpenBLAS's own controls; weak so a build against another BLAS still links.
-extern "C" {
-void openblas_set_num_threads(int num_threads) __attribute__((weak));
-int openblas_get_num_threads(void) __attribute__((weak));
-char* openblas_get_corename(void) __attribute__((weak));
-char* openblas_get_config(void) __attribute__((weak));
-}
 
 namespace rapidqa::model {
 // Defined by the models library when it is linked; null otherwise.

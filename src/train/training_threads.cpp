@@ -5,11 +5,7 @@
 #include <algorithm>
 #include <thread>
 
-// OpenBLAS's own controls; weak so a build against another BLAS still links.
-extern "C" {
-void openblas_set_num_threads(int num_threads) __attribute__((weak));
-int openblas_get_num_threads(void) __attribute__((weak));
-}
+#include "runtime/openblas_controls.h"
 
 namespace rapidqa::train {
 
