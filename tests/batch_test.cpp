@@ -167,7 +167,7 @@ TEST_CASE("The latency model learns batch cost from size and tokens", "[batch][m
         Approx(500 + 400 + 600).margin(2));
 }
 
-TEST_CASE("A full batch runs at once; a partial one after the queue delay", "[batch]") {
+TEST_CASE("A full batch runs at once, a partial one after the queue delay", "[batch]") {
   auto clock = std::make_shared<ManualClock>();
   DynamicBatcherOptions options;
   options.max_batch_size = 4;
@@ -264,7 +264,7 @@ TEST_CASE("A request whose deadline passes in the queue times out then, while th
   CHECK(batcher->stats().timed_out == 1);
 }
 
-TEST_CASE("A full queue rejects at once; a high-priority request takes a low one's place", "[batch]") {
+TEST_CASE("A full queue rejects at once, and a high-priority request takes a low one's place", "[batch]") {
   DynamicBatcherOptions options;
   options.max_batch_size = 1;
   options.max_queue_delay = 0us;

@@ -31,7 +31,7 @@ rapidqa::ResultCacheOptions one_shard(std::size_t capacity) {
 
 }  // namespace
 
-TEST_CASE("Sliding expiry keeps a hot answer and drops an idle one; absolute expiry drops both", "[cache][policy]") {
+TEST_CASE("Sliding expiry keeps a hot answer and drops an idle one, absolute expiry drops both", "[cache][policy]") {
   for (const auto mode : {ExpiryMode::kAbsolute, ExpiryMode::kSliding}) {
     auto clock = std::make_shared<ManualClock>();
     auto options = one_shard(10);

@@ -445,7 +445,7 @@ TEST_CASE("Engine options out of range are refused with the field named", "[host
   refused(o, "grow_factor");
 }
 
-TEST_CASE("Ask options out of range are refused; the engine keeps answering", "[hostile]") {
+TEST_CASE("Ask options out of range are refused and the engine keeps answering", "[hostile]") {
   auto engine = faq_engine();
   auto refused = [&](AskOptions o, const std::string& field) {
     auto answer = engine->ask("How do I reset my password?", o);

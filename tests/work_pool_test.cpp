@@ -52,7 +52,7 @@ TEST_CASE("WorkPool runs a call made from inside a task on that task's thread", 
   CHECK(inner.load() == 20);
 }
 
-TEST_CASE("WorkPool tasks run with OpenMP limited to their own thread; the caller's setting is kept", "[work_pool]") {
+TEST_CASE("WorkPool tasks run with OpenMP limited to their own thread, and the caller's setting is kept", "[work_pool]") {
   WorkPool pool(2);
   omp_set_num_threads(2);
   std::atomic<int> wider{0};
