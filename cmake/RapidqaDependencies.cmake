@@ -37,13 +37,24 @@ if(RAPIDQA_WITH_REDIS)
   endif()
   set(RAPIDQA_REDIS_LIBRARIES PkgConfig::HIREDIS)
 endif()
+# libpq (libpq-dev) for PostgreSQL knowledge stores, through its pkg-config file.
+set(RAPIDQA_POSTGRES_LIBRARIES)
+if(RAPIDQA_WITH_POSTGRES)
+  pkg_check_modules(LIBPQ IMPORTED_TARGET libpq)
+  if(NOT LIBPQ_FOUND)
+    message(FATAL_ERROR "RAPIDQA_WITH_POSTGRES needs libpq (libpq-dev), which was not found. Install it, or "
+                        "configure with -DRAPIDQA_WITH_POSTGRES=OFF (postgresql:// stores are then refused).")
+  endif()
+  set(RAPIDQA_POSTGRES_LIBRARIES PkgConfig::LIBPQ)
+endif()
 
 # TorchConfig puts its own flags into TORCH_CXX_FLAGS (the C++11 ABI switch);
 # they must reach every translation unit that includes LibTorch.
 separate_arguments(RAPIDQA_TORCH_CXX_FLAGS UNIX_COMMAND "${TORCH_CXX_FLAGS}")
 
 set(RAPIDQA_CORE_DEPS
-  faiss fmt::fmt nlohmann_json::nlohmann_json utf8proc::utf8proc ${RAPIDQA_REDIS_LIBRARIES} OpenSSL::Crypto
+  faiss fmt::fmt nlohmann_json::nlohmann_json utf8proc::utf8proc ${RAPIDQA_REDIS_LIBRARIES}
+  ${RAPIDQA_POSTGRES_LIBRARIES} OpenSSL::Crypto
   SQLite::SQLite3 OpenMP::OpenMP_CXX ${BLAS_LIBRARIES} Threads::Threads)
 set(RAPIDQA_MODEL_DEPS)
 if(RAPIDQA_WITH_MODELS)

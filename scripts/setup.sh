@@ -28,13 +28,16 @@ jobs=$(nproc 2>/dev/null || echo 2)
 # reference the transformer tests compare against (tests/reference/).
 # redis-server is only run by the tests and benchmarks, which start their own
 # on a free loopback port; the system service the package may start is not
-# used.
+# used. postgresql-15 is run the same way by the PostgreSQL store tests
+# (initdb and pg_ctl in a temporary directory); PostgreSQL refuses to run as
+# root, so set-up creates the unprivileged user rapidqa-pg for them.
 components=${RAPIDQA_COMPONENTS:-all}
 case "$components" in core|all) ;; *) echo "RAPIDQA_COMPONENTS must be core or all, not '$components'" >&2; exit 2 ;; esac
 core_packages=(
   build-essential cmake ninja-build ccache pkg-config git binutils
   libfaiss-dev libopenblas0-pthread libopenblas-dev liblapack-dev
   libfmt-dev nlohmann-json3-dev libutf8proc-dev libhiredis-dev redis-server libssl-dev libsqlite3-dev sqlite3
+  libpq-dev postgresql-15
   catch2
 )
 model_packages=(
@@ -59,6 +62,12 @@ if ((${#missing[@]})); then
   export DEBIAN_FRONTEND=noninteractive
   "${sudo_cmd[@]}" apt-get update -q
   "${sudo_cmd[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+
+# The PostgreSQL tests run the server as this user when they run as root.
+if [ "$(id -u)" -eq 0 ] && ! id -u rapidqa-pg >/dev/null 2>&1; then
+  echo "==> creating the unprivileged user rapidqa-pg for the PostgreSQL tests"
+  useradd --system --no-create-home --shell /usr/sbin/nologin rapidqa-pg
 fi
 
 echo "==> configuring in $build_dir"

@@ -6,11 +6,17 @@
 // than the highest version it ever had (a removed and re-added entry keeps
 // counting), and every version stays in the entry's history.
 //
-// Stores are opened by URI: "sqlite:PATH" is a SQLite database file (WAL,
-// synchronous commits, an integrity check at open; see docs/store.md). One
-// process writes a file at a time: a second writer is refused with
-// kFailedPrecondition naming the holder's process id. Readers
-// (KnowledgeStoreOptions::read_only) may open it alongside the writer.
+// Stores are opened by URI (see docs/store.md):
+// - "sqlite:PATH" is a SQLite database file, the embedded choice (WAL,
+//   synchronous commits, an integrity check at open). One process writes a
+//   file at a time: a second writer is refused with kFailedPrecondition
+//   naming the holder's process id. Readers (KnowledgeStoreOptions::
+//   read_only) may open it alongside the writer.
+// - "postgresql://..." (or "postgres://...", any libpq connection URI) is a
+//   PostgreSQL database shared by several instances: commits from every
+//   writer are serialized by the server, and watch() tells each instance
+//   about the others' commits (LISTEN/NOTIFY). A lost connection fails the
+//   call in progress with kUnavailable and is re-established by the next.
 //
 // Thread safety: thread-safe. Every call runs under the store's own lock;
 // a commit is one transaction, so a reader never sees half of one.
@@ -36,11 +42,13 @@ struct KnowledgeStoreOptions {
   // Open for reading only: no writer lock is taken (another process may be
   // writing), and commit() fails with kFailedPrecondition.
   bool read_only = false;
-  // How long a statement waits for another connection's lock on the file
-  // (a reader checkpointing the log) before it fails with kUnavailable.
+  // How long a commit waits for another connection's lock (SQLite: a
+  // reader checkpointing the log; PostgreSQL: another writer's commit)
+  // before it fails with kUnavailable.
   std::chrono::milliseconds busy_timeout{5000};
-  // Run the integrity check at open; a damaged file is refused with
-  // kDataLoss. Off only to open a file known good in a hurry.
+  // SQLite: run the integrity check at open; a damaged file is refused
+  // with kDataLoss. Off only to open a file known good in a hurry. (A
+  // PostgreSQL server checks its own pages.)
   bool check_integrity = true;
 };
 
@@ -90,19 +98,45 @@ struct KnowledgeStoreStats {
 // up front.
 using StoreProgress = std::function<void(std::size_t done, std::size_t total)>;
 
+// What a store tells its watcher about commits made by other writers
+// (other processes or other connections; never the watching store's own).
+// Both callbacks run on the watch's own thread, one at a time.
+struct StoreWatcher {
+  // These entries changed (added, updated, removed or rolled back): read
+  // their current versions with load_current(ids). Ids are deduplicated.
+  std::function<void(const std::vector<std::string>& entry_ids)> changed;
+  // Commits may have been missed (the connection to the server dropped and
+  // came back, or a commit touched too many entries to name them): compare
+  // every entry with load_current(). `reason` says which.
+  std::function<void(const std::string& reason)> resync;
+};
+
+// A running watch; destroying it stops its thread (waiting for a callback
+// in progress to return).
+class RAPIDQA_EXPORT StoreWatch {
+ public:
+  virtual ~StoreWatch() = default;
+  // Whether the watch is connected now (a store without peers: always).
+  virtual bool connected() const = 0;
+};
+
 class RAPIDQA_EXPORT KnowledgeStore {
  public:
-  // Opens (creating when missing) the store a URI names: "sqlite:PATH".
-  // kInvalidArgument for an unknown scheme; kFailedPrecondition when
-  // another process writes the file (the message names it); kDataLoss when
-  // the file is damaged or not a database; kIoError when it cannot be
-  // opened or written (a read-only file, a missing folder).
+  // Opens (creating when missing) the store a URI names: "sqlite:PATH" or
+  // "postgresql://...". kInvalidArgument for an unknown scheme;
+  // kFailedPrecondition when another process writes the file (the message
+  // names it); kDataLoss when the file is damaged or not a database;
+  // kIoError when it cannot be opened or written (a read-only file, a
+  // missing folder); kUnavailable when the server cannot be reached.
   static Result<std::unique_ptr<KnowledgeStore>> open(const std::string& uri,
                                                       const KnowledgeStoreOptions& options = {});
   virtual ~KnowledgeStore() = default;
 
   // Every current entry with its version, ordered by id.
   virtual Result<std::vector<KnowledgeEntry>> load_current() = 0;
+  // The current versions of these entries, ordered by id; an id that is
+  // not current (removed, or never stored) is absent from the result.
+  virtual Result<std::vector<KnowledgeEntry>> load_current(const std::vector<std::string>& entry_ids) = 0;
 
   // Commits the changes in one transaction, all or nothing, in order (a
   // later change of a batch sees the earlier ones). Returns each change's
@@ -122,6 +156,13 @@ class RAPIDQA_EXPORT KnowledgeStore {
   virtual Result<EntryVersion> version_of(const std::string& id, std::uint64_t version) = 0;
 
   virtual Result<KnowledgeStoreStats> stats() = 0;
+
+  // Starts watching for other writers' commits. A SQLite file has one
+  // writer, so its watch never calls back; a PostgreSQL store listens on a
+  // connection of its own, and after that connection drops and comes back
+  // it calls watcher.resync. Returns once the watch is listening: a commit
+  // made after this returns is reported.
+  virtual Result<std::unique_ptr<StoreWatch>> watch(StoreWatcher watcher);
 
  protected:
   KnowledgeStore() = default;

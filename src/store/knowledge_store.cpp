@@ -9,6 +9,8 @@
 
 #include "common/bounded_json.h"
 #include "common/guard.h"
+#include "store/change_rules.h"
+#include "store/postgres_store.h"
 #include "store/sqlite_store.h"
 
 namespace rapidqa {
@@ -16,14 +18,58 @@ namespace rapidqa {
 Result<std::unique_ptr<KnowledgeStore>> KnowledgeStore::open(const std::string& uri,
                                                              const KnowledgeStoreOptions& options) {
   return detail::guarded("opening a knowledge store", [&]() -> Result<std::unique_ptr<KnowledgeStore>> {
-    const std::string sqlite_scheme = "sqlite:";
-    if (uri.compare(0, sqlite_scheme.size(), sqlite_scheme) == 0) {
-      return store::open_sqlite_store(uri.substr(sqlite_scheme.size()), uri, options);
+    const auto starts_with = [&](const char* scheme) { return uri.rfind(scheme, 0) == 0; };
+    if (starts_with("sqlite:")) return store::open_sqlite_store(uri.substr(7), uri, options);
+    if (starts_with("postgresql://") || starts_with("postgres://")) {
+      return store::open_postgres_store(uri, options);
     }
-    return Status::invalid_argument(fmt::format(
-        "knowledge store '{}': unknown kind; expected sqlite:PATH", detail::clip_for_message(uri)));
+    return Status::invalid_argument(
+        fmt::format("knowledge store '{}': unknown kind; expected sqlite:PATH or postgresql://...",
+                    detail::clip_for_message(uri)));
   });
 }
+
+namespace {
+
+// A store without other writers has nothing to report.
+class QuietWatch final : public StoreWatch {
+ public:
+  bool connected() const override { return true; }
+};
+
+}  // namespace
+
+Result<std::unique_ptr<StoreWatch>> KnowledgeStore::watch(StoreWatcher) {
+  return std::unique_ptr<StoreWatch>(new QuietWatch());
+}
+
+namespace store {
+
+Status check_change(const StoreChange& change, bool is_current) {
+  using Kind = StoreChange::Kind;
+  const std::string& id = change.id();
+  if (change.kind != Kind::kRemove) {
+    if (Status valid = validate_entry(change.entry); !valid.is_ok()) {
+      return Status::invalid_argument(fmt::format("entry '{}': {}", detail::clip_for_message(id), valid.message()));
+    }
+  } else if (id.empty()) {
+    return Status::invalid_argument("a removal names no entry id");
+  }
+  if (change.kind == Kind::kAdd && is_current) {
+    return Status::already_exists(fmt::format("entry id '{}' already exists", detail::clip_for_message(id)));
+  }
+  if ((change.kind == Kind::kUpdate || change.kind == Kind::kRemove) && !is_current) {
+    return Status::not_found(fmt::format("no entry with id '{}'", detail::clip_for_message(id)));
+  }
+  return Status::ok();
+}
+
+Status in_batch(const Status& refusal, std::size_t index, std::size_t count) {
+  if (count == 1) return refusal;
+  return Status(refusal.code(), fmt::format("change {} of {}: {}", index + 1, count, refusal.message()));
+}
+
+}  // namespace store
 
 bool same_entry_content(const KnowledgeEntry& a, const KnowledgeEntry& b) {
   return a.id == b.id && a.question == b.question && a.alternates == b.alternates && a.answer == b.answer &&

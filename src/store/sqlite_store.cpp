@@ -3,6 +3,7 @@
 #include <sqlite3.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <mutex>
@@ -12,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "common/bounded_json.h"
+#include "store/change_rules.h"
 #include "store/writer_lock.h"
 
 namespace rapidqa::store {
@@ -93,6 +95,7 @@ class SqliteKnowledgeStore final : public KnowledgeStore {
   Status open(const KnowledgeStoreOptions& options);
 
   Result<std::vector<KnowledgeEntry>> load_current() override;
+  Result<std::vector<KnowledgeEntry>> load_current(const std::vector<std::string>& entry_ids) override;
   Result<std::vector<CommittedVersion>> commit(const std::vector<StoreChange>& changes,
                                                const StoreProgress& progress) override;
   Result<std::vector<EntryVersion>> history(const std::string& id) override;
@@ -107,6 +110,7 @@ class SqliteKnowledgeStore final : public KnowledgeStore {
     Statement upsert_current;   // (id, version, body)
     Statement delete_current;   // (id)
     Statement load_current;
+    Statement load_one;         // (id) -> version, body
     Statement history;          // (id)
     Statement version_of;       // (id, version)
   };
@@ -124,6 +128,8 @@ class SqliteKnowledgeStore final : public KnowledgeStore {
   Result<CommittedVersion> apply(const StoreChange& change, std::int64_t committed_at_ms);
   Result<std::int64_t> single_integer(Statement& statement, const std::string& id, bool& found);
   Result<EntryVersion> version_from_row(sqlite3_stmt* row, const std::string& id);
+  // (entry_id, version, body) as an entry.
+  Result<KnowledgeEntry> entry_from_row(sqlite3_stmt* row);
 
   const std::string path_;
   const std::string name_;
@@ -256,6 +262,7 @@ Status SqliteKnowledgeStore::prepare_statements() {
       {&s.upsert_current, "INSERT OR REPLACE INTO current_entries(entry_id, version, body) VALUES (?1, ?2, ?3)"},
       {&s.delete_current, "DELETE FROM current_entries WHERE entry_id = ?1"},
       {&s.load_current, "SELECT entry_id, version, body FROM current_entries ORDER BY entry_id"},
+      {&s.load_one, "SELECT entry_id, version, body FROM current_entries WHERE entry_id = ?1"},
       {&s.history,
        "SELECT version, removed, body, committed_at_ms FROM entry_versions WHERE entry_id = ?1 ORDER BY version"},
       {&s.version_of,
@@ -268,23 +275,55 @@ Status SqliteKnowledgeStore::prepare_statements() {
   return Status::ok();
 }
 
+Result<KnowledgeEntry> SqliteKnowledgeStore::entry_from_row(sqlite3_stmt* row) {
+  const std::string id = column_text(row, 0);
+  auto entry = parse_knowledge_entry_json(column_text(row, 2));
+  if (!entry) {
+    return Status::data_loss(fmt::format("{}: entry '{}' is stored damaged: {}", name_, detail::clip_for_message(id),
+                                         entry.status().message()));
+  }
+  entry->version = static_cast<std::uint64_t>(sqlite3_column_int64(row, 1));
+  return entry;
+}
+
 Result<std::vector<KnowledgeEntry>> SqliteKnowledgeStore::load_current() {
   std::lock_guard<std::mutex> lock(mu_);
   sqlite3_stmt* row = statements_->load_current.fresh();
   std::vector<KnowledgeEntry> entries;
   int rc;
   while ((rc = sqlite3_step(row)) == SQLITE_ROW) {
-    const std::string id = column_text(row, 0);
-    auto entry = parse_knowledge_entry_json(column_text(row, 2));
+    auto entry = entry_from_row(row);
     if (!entry) {
-      return Status::data_loss(fmt::format("{}: entry '{}' is stored damaged: {}", name_,
-                                           detail::clip_for_message(id), entry.status().message()));
+      sqlite3_reset(row);
+      return entry.status();
     }
-    entry->version = static_cast<std::uint64_t>(sqlite3_column_int64(row, 1));
     entries.push_back(std::move(entry).value());
   }
   sqlite3_reset(row);
   if (rc != SQLITE_DONE) return fail(rc, "loading the current entries");
+  return entries;
+}
+
+Result<std::vector<KnowledgeEntry>> SqliteKnowledgeStore::load_current(const std::vector<std::string>& entry_ids) {
+  std::vector<std::string> ids = entry_ids;
+  std::sort(ids.begin(), ids.end());
+  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<KnowledgeEntry> entries;
+  for (const auto& id : ids) {
+    sqlite3_stmt* row = statements_->load_one.fresh();
+    bind_text(row, 1, id);
+    const int rc = sqlite3_step(row);
+    if (rc == SQLITE_ROW) {
+      auto entry = entry_from_row(row);
+      sqlite3_reset(row);
+      if (!entry) return entry.status();
+      entries.push_back(std::move(entry).value());
+      continue;
+    }
+    sqlite3_reset(row);
+    if (rc != SQLITE_DONE) return fail(rc, "loading an entry");
+  }
   return entries;
 }
 
@@ -300,32 +339,18 @@ Result<std::int64_t> SqliteKnowledgeStore::single_integer(Statement& statement, 
 }
 
 Result<CommittedVersion> SqliteKnowledgeStore::apply(const StoreChange& change, std::int64_t committed_at_ms) {
-  using Kind = StoreChange::Kind;
   const std::string& id = change.id();
-  if (change.kind != Kind::kRemove) {
-    if (Status valid = validate_entry(change.entry); !valid.is_ok()) {
-      return Status::invalid_argument(
-          fmt::format("entry '{}': {}", detail::clip_for_message(id), valid.message()));
-    }
-  } else if (id.empty()) {
-    return Status::invalid_argument("a removal names no entry id");
-  }
   bool is_current = false;
   auto current = single_integer(statements_->current_version, id, is_current);
   if (!current) return current.status();
-  if (change.kind == Kind::kAdd && is_current) {
-    return Status::already_exists(fmt::format("entry id '{}' already exists", detail::clip_for_message(id)));
-  }
-  if ((change.kind == Kind::kUpdate || change.kind == Kind::kRemove) && !is_current) {
-    return Status::not_found(fmt::format("no entry with id '{}'", detail::clip_for_message(id)));
-  }
+  if (Status refused = check_change(change, is_current); !refused.is_ok()) return refused;
   bool ever = false;
   auto last = single_integer(statements_->last_version, id, ever);
   if (!last) return last.status();
   CommittedVersion committed;
   committed.entry_id = id;
   committed.version = static_cast<std::uint64_t>(*last) + 1;
-  committed.removed = change.kind == Kind::kRemove;
+  committed.removed = change.kind == StoreChange::Kind::kRemove;
   const std::string body = committed.removed ? std::string() : knowledge_entry_to_json(change.entry);
 
   sqlite3_stmt* insert = statements_->insert_version.fresh();
@@ -368,9 +393,7 @@ Result<std::vector<CommittedVersion>> SqliteKnowledgeStore::commit(const std::ve
   for (std::size_t i = 0; i < changes.size(); ++i) {
     auto one = apply(changes[i], now);
     if (!one) {
-      failure = changes.size() == 1 ? one.status()
-                                    : Status(one.status().code(), fmt::format("change {} of {}: {}", i + 1,
-                                                                              changes.size(), one.status().message()));
+      failure = in_batch(one.status(), i, changes.size());
       break;
     }
     committed.push_back(std::move(one).value());

@@ -1,0 +1,21 @@
+// The rules every store applies to one change before committing it, so the
+// SQLite and PostgreSQL stores refuse the same changes with the same
+// messages.
+#pragma once
+
+#include <string>
+
+#include "rapidqa/knowledge_store.h"
+
+namespace rapidqa::store {
+
+// kInvalidArgument for a bad entry or a removal without an id;
+// kAlreadyExists for adding a current id; kNotFound for updating or
+// removing an id that is not current.
+Status check_change(const StoreChange& change, bool is_current);
+
+// "change 3 of 10: <reason>" for a refusal inside a batch; the reason alone
+// for a single change.
+Status in_batch(const Status& refusal, std::size_t index, std::size_t count);
+
+}  // namespace rapidqa::store

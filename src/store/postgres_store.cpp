@@ -1,0 +1,558 @@
+#include "store/postgres_store.h"
+
+#include <poll.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <set>
+#include <thread>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "common/bounded_json.h"
+#include "store/change_rules.h"
+#include "store/postgres_connection.h"
+
+namespace rapidqa::store {
+namespace {
+
+constexpr std::int64_t kSchemaVersion = 1;
+// Advisory lock keys (any 64-bit numbers no other application of the
+// database uses): one serializes layout creation, one serializes commits.
+constexpr const char* kSchemaLockKey = "7245617064510001";
+constexpr const char* kWriterLockKey = "7245617064510002";
+constexpr const char* kChannel = "rapidqa_changes";
+// NOTIFY payloads must stay under 8,000 bytes; a longer list of ids is
+// sent as "*" (compare everything).
+constexpr std::size_t kMaxPayloadBytes = 7000;
+// Changes per round trip inside one commit; progress is reported after each.
+constexpr std::size_t kChunk = 1000;
+
+std::int64_t unix_now_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// The URI without its password, to name the store in messages and stats.
+std::string without_password(const std::string& uri) {
+  std::string shown = uri;
+  const std::size_t scheme_end = shown.find("://");
+  if (scheme_end != std::string::npos) {
+    const std::size_t authority = scheme_end + 3;
+    const std::size_t at = shown.find('@', authority);
+    const std::size_t slash = shown.find('/', authority);
+    if (at != std::string::npos && (slash == std::string::npos || at < slash)) {
+      const std::size_t colon = shown.find(':', authority);
+      if (colon != std::string::npos && colon < at) shown.replace(colon + 1, at - colon - 1, "***");
+    }
+  }
+  const std::size_t password = shown.find("password=");
+  if (password != std::string::npos) {
+    const std::size_t value = password + 9;
+    const std::size_t end = shown.find('&', value);
+    shown.replace(value, (end == std::string::npos ? shown.size() : end) - value, "***");
+  }
+  return shown;
+}
+
+// The ids a commit touched, as a NOTIFY payload: a JSON array, or "*".
+std::string notify_payload(const std::vector<std::string>& ids) {
+  std::string payload = nlohmann::json(ids).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  return payload.size() > kMaxPayloadBytes ? std::string("*") : payload;
+}
+
+// One session's set-up, after every (re)connection.
+Status prepare_session(PGconn* connection, const std::string& name, const KnowledgeStoreOptions& options) {
+  const std::string sql = fmt::format(
+      "SET client_encoding = 'UTF8'; SET synchronous_commit = on; SET lock_timeout = {}; "
+      "SET default_transaction_read_only = {}",
+      options.busy_timeout.count(), options.read_only ? "on" : "off");
+  auto done = pg::exec(connection, sql.c_str(), PGRES_COMMAND_OK, name, "setting up the session");
+  return done ? Status::ok() : done.status();
+}
+
+class PostgresKnowledgeStore final : public KnowledgeStore {
+ public:
+  PostgresKnowledgeStore(std::string uri, KnowledgeStoreOptions options)
+      : uri_(std::move(uri)), name_(without_password(uri_)), options_(std::move(options)) {}
+
+  Status open();
+
+  Result<std::vector<KnowledgeEntry>> load_current() override;
+  Result<std::vector<KnowledgeEntry>> load_current(const std::vector<std::string>& entry_ids) override;
+  Result<std::vector<CommittedVersion>> commit(const std::vector<StoreChange>& changes,
+                                               const StoreProgress& progress) override;
+  Result<std::vector<EntryVersion>> history(const std::string& id) override;
+  Result<EntryVersion> version_of(const std::string& id, std::uint64_t version) override;
+  Result<KnowledgeStoreStats> stats() override;
+  Result<std::unique_ptr<StoreWatch>> watch(StoreWatcher watcher) override;
+
+ private:
+  // What a commit knows of one entry as it goes.
+  struct EntryState {
+    bool current = false;
+    std::int64_t last_version = 0;  // highest version ever (0: never stored)
+    std::string body;               // current body ("" when not current)
+  };
+
+  // Under mu_: reconnects when the connection was lost.
+  Status ensure_connected();
+  // Under mu_: runs a read, once more on a fresh connection when the
+  // connection turns out to have been lost (a server restarted since the
+  // last call leaves a connection that looks open until it is used).
+  // Reads are safe to repeat.
+  template <typename Read>
+  auto reading(Read&& read) -> decltype(read()) {
+    if (Status s = ensure_connected(); !s.is_ok()) return s;
+    auto result = read();
+    if (result || !pg::lost(connection_.get())) return result;
+    if (Status s = ensure_connected(); !s.is_ok()) return result;
+    return read();
+  }
+  Status create_or_check_schema();
+  Result<pg::ResultPtr> run(const char* sql, const std::vector<std::string>& params, ExecStatusType expected,
+                            const std::string& what) {
+    return pg::exec_params(connection_.get(), sql, params, expected, name_, what);
+  }
+  // Inside the open transaction: the state of ids not yet in `states`.
+  Status read_states(const std::vector<std::string>& ids, std::unordered_map<std::string, EntryState>& states);
+  Result<std::vector<CommittedVersion>> commit_in_transaction(const std::vector<StoreChange>& changes,
+                                                              const StoreProgress& progress);
+  Result<std::vector<KnowledgeEntry>> entries_from(const PGresult* rows);
+  Result<EntryVersion> version_from(const PGresult* rows, int row, const std::string& id);
+
+  const std::string uri_;
+  const std::string name_;
+  const KnowledgeStoreOptions options_;
+  // The writing connection's server process, so the watch can skip this
+  // store's own notifications (shared: a watch may outlive the store).
+  std::shared_ptr<std::atomic<int>> writer_backend_ = std::make_shared<std::atomic<int>>(0);
+  std::mutex mu_;  // over the connection
+  pg::ConnectionPtr connection_;
+};
+
+Status PostgresKnowledgeStore::ensure_connected() {
+  if (connection_ && !pg::lost(connection_.get())) return Status::ok();
+  connection_.reset();
+  writer_backend_->store(0);
+  auto connected = pg::connect(uri_, name_);
+  if (!connected) return connected.status();
+  pg::ConnectionPtr connection = std::move(connected).value();
+  if (Status s = prepare_session(connection.get(), name_, options_); !s.is_ok()) return s;
+  writer_backend_->store(PQbackendPID(connection.get()));
+  connection_ = std::move(connection);
+  return Status::ok();
+}
+
+Status PostgresKnowledgeStore::open() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (Status s = ensure_connected(); !s.is_ok()) return s;
+  return create_or_check_schema();
+}
+
+Status PostgresKnowledgeStore::create_or_check_schema() {
+  auto exists = run("SELECT to_regclass('rapidqa.schema_version') IS NOT NULL", {}, PGRES_TUPLES_OK,
+                    "reading the schema");
+  if (!exists) return exists.status();
+  if (pg::text_at(exists->get(), 0, 0) != "t") {
+    if (options_.read_only) {
+      return Status::failed_precondition(fmt::format("{}: the store is empty (never opened for writing)", name_));
+    }
+    // Created under an advisory lock, and checked again under it: two
+    // instances opening an empty database together create it once.
+    const std::string create = fmt::format(
+        "BEGIN;"
+        "SELECT pg_advisory_xact_lock({0});"
+        "CREATE SCHEMA IF NOT EXISTS rapidqa;"
+        "CREATE TABLE IF NOT EXISTS rapidqa.schema_version(version integer NOT NULL);"
+        "INSERT INTO rapidqa.schema_version SELECT {1} WHERE NOT EXISTS (SELECT 1 FROM rapidqa.schema_version);"
+        "CREATE TABLE IF NOT EXISTS rapidqa.entry_versions("
+        "  entry_id text NOT NULL, version bigint NOT NULL, removed boolean NOT NULL,"
+        "  body text NOT NULL, committed_at_ms bigint NOT NULL, PRIMARY KEY (entry_id, version));"
+        "CREATE TABLE IF NOT EXISTS rapidqa.current_entries("
+        "  entry_id text PRIMARY KEY, version bigint NOT NULL, body text NOT NULL);"
+        "COMMIT;",
+        kSchemaLockKey, kSchemaVersion);
+    auto created = pg::exec(connection_.get(), create.c_str(), PGRES_COMMAND_OK, name_, "creating the schema");
+    if (!created) {
+      (void)pg::exec(connection_.get(), "ROLLBACK", PGRES_COMMAND_OK, name_, "rolling back");
+      return created.status();
+    }
+  }
+  auto version = run("SELECT max(version) FROM rapidqa.schema_version", {}, PGRES_TUPLES_OK,
+                     "reading the schema version");
+  if (!version) return version.status();
+  const std::int64_t found = pg::int64_at(version->get(), 0, 0);
+  if (found > kSchemaVersion) {
+    return Status::failed_precondition(fmt::format(
+        "{}: written by a newer rapidqa (schema version {}, this one reads up to {})", name_, found, kSchemaVersion));
+  }
+  if (found < 1) return Status::data_loss(fmt::format("{}: the schema_version table is empty", name_));
+  return Status::ok();
+}
+
+Result<std::vector<KnowledgeEntry>> PostgresKnowledgeStore::entries_from(const PGresult* rows) {
+  std::vector<KnowledgeEntry> entries;
+  entries.reserve(static_cast<std::size_t>(PQntuples(rows)));
+  for (int row = 0; row < PQntuples(rows); ++row) {
+    const std::string id = pg::text_at(rows, row, 0);
+    auto entry = parse_knowledge_entry_json(pg::text_at(rows, row, 2));
+    if (!entry) {
+      return Status::data_loss(fmt::format("{}: entry '{}' is stored damaged: {}", name_,
+                                           detail::clip_for_message(id), entry.status().message()));
+    }
+    entry->version = static_cast<std::uint64_t>(pg::int64_at(rows, row, 1));
+    entries.push_back(std::move(entry).value());
+  }
+  return entries;
+}
+
+Result<std::vector<KnowledgeEntry>> PostgresKnowledgeStore::load_current() {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto rows = reading([&] {
+    // COLLATE "C": the same byte order as the SQLite store and std::string.
+    return run("SELECT entry_id, version, body FROM rapidqa.current_entries ORDER BY entry_id COLLATE \"C\"", {},
+               PGRES_TUPLES_OK, "loading the current entries");
+  });
+  if (!rows) return rows.status();
+  return entries_from(rows->get());
+}
+
+Result<std::vector<KnowledgeEntry>> PostgresKnowledgeStore::load_current(const std::vector<std::string>& entry_ids) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto rows = reading([&] {
+    return run(
+        "SELECT entry_id, version, body FROM rapidqa.current_entries WHERE entry_id = ANY($1::text[]) "
+        "ORDER BY entry_id COLLATE \"C\"",
+        {pg::text_array(entry_ids)}, PGRES_TUPLES_OK, "loading entries");
+  });
+  if (!rows) return rows.status();
+  return entries_from(rows->get());
+}
+
+Status PostgresKnowledgeStore::read_states(const std::vector<std::string>& ids,
+                                           std::unordered_map<std::string, EntryState>& states) {
+  if (ids.empty()) return Status::ok();
+  auto rows = run(
+      "SELECT ids.id, c.version IS NOT NULL, coalesce(c.body, ''),"
+      "  coalesce((SELECT max(v.version) FROM rapidqa.entry_versions v WHERE v.entry_id = ids.id), 0) "
+      "FROM unnest($1::text[]) AS ids(id) LEFT JOIN rapidqa.current_entries c ON c.entry_id = ids.id",
+      {pg::text_array(ids)}, PGRES_TUPLES_OK, "reading the entries' versions");
+  if (!rows) return rows.status();
+  for (int row = 0; row < PQntuples(rows->get()); ++row) {
+    EntryState& state = states[pg::text_at(rows->get(), row, 0)];
+    state.current = pg::text_at(rows->get(), row, 1) == "t";
+    state.body = pg::text_at(rows->get(), row, 2);
+    state.last_version = pg::int64_at(rows->get(), row, 3);
+  }
+  return Status::ok();
+}
+
+Result<std::vector<CommittedVersion>> PostgresKnowledgeStore::commit_in_transaction(
+    const std::vector<StoreChange>& changes, const StoreProgress& progress) {
+  const std::string lock_sql = fmt::format("SELECT pg_advisory_xact_lock({})", kWriterLockKey);
+  auto locked = run(lock_sql.c_str(), {}, PGRES_TUPLES_OK, "waiting for the other writers");
+  if (!locked) return locked.status();
+
+  const std::string now = std::to_string(unix_now_ms());
+  std::unordered_map<std::string, EntryState> states;
+  std::vector<CommittedVersion> committed;
+  committed.reserve(changes.size());
+  std::set<std::string> touched;  // ordered: the NOTIFY lists ids in a stable order
+  for (std::size_t begin = 0; begin < changes.size(); begin += kChunk) {
+    const std::size_t end = std::min(changes.size(), begin + kChunk);
+    std::vector<std::string> unknown;
+    for (std::size_t i = begin; i < end; ++i) {
+      if (!states.count(changes[i].id())) unknown.push_back(changes[i].id());
+    }
+    std::sort(unknown.begin(), unknown.end());
+    unknown.erase(std::unique(unknown.begin(), unknown.end()), unknown.end());
+    if (Status s = read_states(unknown, states); !s.is_ok()) return s;
+
+    std::vector<std::string> ids, versions, removed, bodies, times;
+    for (std::size_t i = begin; i < end; ++i) {
+      const StoreChange& change = changes[i];
+      EntryState& state = states[change.id()];
+      if (Status refused = check_change(change, state.current); !refused.is_ok()) {
+        return in_batch(refused, i, changes.size());
+      }
+      CommittedVersion version;
+      version.entry_id = change.id();
+      version.version = static_cast<std::uint64_t>(++state.last_version);
+      version.removed = change.kind == StoreChange::Kind::kRemove;
+      state.current = !version.removed;
+      state.body = version.removed ? std::string() : knowledge_entry_to_json(change.entry);
+      ids.push_back(version.entry_id);
+      versions.push_back(std::to_string(version.version));
+      removed.push_back(version.removed ? "t" : "f");
+      bodies.push_back(state.body);
+      times.push_back(now);
+      touched.insert(version.entry_id);
+      committed.push_back(std::move(version));
+    }
+    auto recorded = run(
+        "INSERT INTO rapidqa.entry_versions(entry_id, version, removed, body, committed_at_ms) "
+        "SELECT * FROM unnest($1::text[], $2::bigint[], $3::boolean[], $4::text[], $5::bigint[])",
+        {pg::text_array(ids), pg::text_array(versions), pg::text_array(removed), pg::text_array(bodies),
+         pg::text_array(times)},
+        PGRES_COMMAND_OK, "recording the new versions");
+    if (!recorded) return recorded.status();
+    if (progress) progress(end, changes.size());
+  }
+
+  // The current rows, once per touched entry, as the batch left them.
+  std::vector<std::string> current_ids, current_versions, current_bodies, gone;
+  for (const auto& id : touched) {
+    const EntryState& state = states[id];
+    if (state.current) {
+      current_ids.push_back(id);
+      current_versions.push_back(std::to_string(state.last_version));
+      current_bodies.push_back(state.body);
+    } else {
+      gone.push_back(id);
+    }
+  }
+  if (!current_ids.empty()) {
+    auto upserted = run(
+        "INSERT INTO rapidqa.current_entries(entry_id, version, body) "
+        "SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[]) "
+        "ON CONFLICT (entry_id) DO UPDATE SET version = EXCLUDED.version, body = EXCLUDED.body",
+        {pg::text_array(current_ids), pg::text_array(current_versions), pg::text_array(current_bodies)},
+        PGRES_COMMAND_OK, "making the new versions current");
+    if (!upserted) return upserted.status();
+  }
+  if (!gone.empty()) {
+    auto deleted = run("DELETE FROM rapidqa.current_entries WHERE entry_id = ANY($1::text[])",
+                       {pg::text_array(gone)}, PGRES_COMMAND_OK, "removing entries");
+    if (!deleted) return deleted.status();
+  }
+  const std::string payload = notify_payload(std::vector<std::string>(touched.begin(), touched.end()));
+  auto notified = run("SELECT pg_notify($1, $2)", {kChannel, payload}, PGRES_TUPLES_OK, "notifying the peers");
+  if (!notified) return notified.status();
+  return committed;
+}
+
+Result<std::vector<CommittedVersion>> PostgresKnowledgeStore::commit(const std::vector<StoreChange>& changes,
+                                                                     const StoreProgress& progress) {
+  if (options_.read_only) return Status::failed_precondition(fmt::format("{} is open read-only", name_));
+  std::lock_guard<std::mutex> lock(mu_);
+  // BEGIN alone commits nothing, so a BEGIN that finds the connection lost
+  // is repeated on a fresh one; anything later is not.
+  auto begun = reading([&] { return run("BEGIN", {}, PGRES_COMMAND_OK, "starting a transaction"); });
+  if (!begun) return begun.status();
+  auto committed = commit_in_transaction(changes, progress);
+  if (committed) {
+    // synchronous_commit=on: COMMIT returns once the server has flushed
+    // the transaction's log records.
+    auto done = run("COMMIT", {}, PGRES_COMMAND_OK, "committing");
+    if (done) return committed;
+    committed = done.status();
+  }
+  if (!pg::lost(connection_.get())) (void)run("ROLLBACK", {}, PGRES_COMMAND_OK, "rolling back");
+  return committed.status();
+}
+
+Result<EntryVersion> PostgresKnowledgeStore::version_from(const PGresult* rows, int row, const std::string& id) {
+  EntryVersion v;
+  v.version = static_cast<std::uint64_t>(pg::int64_at(rows, row, 0));
+  v.removed = pg::text_at(rows, row, 1) == "t";
+  v.committed_at_ms = pg::int64_at(rows, row, 3);
+  if (v.removed) {
+    v.entry.id = id;
+  } else {
+    auto entry = parse_knowledge_entry_json(pg::text_at(rows, row, 2));
+    if (!entry) {
+      return Status::data_loss(fmt::format("{}: version {} of entry '{}' is stored damaged: {}", name_, v.version,
+                                           detail::clip_for_message(id), entry.status().message()));
+    }
+    v.entry = std::move(entry).value();
+  }
+  v.entry.version = v.version;
+  return v;
+}
+
+Result<std::vector<EntryVersion>> PostgresKnowledgeStore::history(const std::string& id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto rows = reading([&] {
+    return run(
+        "SELECT version, removed, body, committed_at_ms FROM rapidqa.entry_versions WHERE entry_id = $1 "
+        "ORDER BY version",
+        {id}, PGRES_TUPLES_OK, "reading an entry's history");
+  });
+  if (!rows) return rows.status();
+  std::vector<EntryVersion> versions;
+  for (int row = 0; row < PQntuples(rows->get()); ++row) {
+    auto v = version_from(rows->get(), row, id);
+    if (!v) return v.status();
+    versions.push_back(std::move(v).value());
+  }
+  if (versions.empty()) {
+    return Status::not_found(fmt::format("no entry with id '{}' was ever stored", detail::clip_for_message(id)));
+  }
+  return versions;
+}
+
+Result<EntryVersion> PostgresKnowledgeStore::version_of(const std::string& id, std::uint64_t version) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto rows = reading([&] {
+    return run(
+        "SELECT version, removed, body, committed_at_ms FROM rapidqa.entry_versions "
+        "WHERE entry_id = $1 AND version = $2",
+        {id, std::to_string(version)}, PGRES_TUPLES_OK, "reading an entry version");
+  });
+  if (!rows) return rows.status();
+  if (PQntuples(rows->get()) == 0) {
+    return Status::not_found(fmt::format("entry '{}' has no version {}", detail::clip_for_message(id), version));
+  }
+  return version_from(rows->get(), 0, id);
+}
+
+Result<KnowledgeStoreStats> PostgresKnowledgeStore::stats() {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto rows = reading([&] {
+    return run(
+        "SELECT (SELECT count(*) FROM rapidqa.current_entries), (SELECT count(*) FROM rapidqa.entry_versions),"
+        "  (SELECT max(version) FROM rapidqa.schema_version),"
+        "  pg_total_relation_size('rapidqa.current_entries') + pg_total_relation_size('rapidqa.entry_versions')",
+        {}, PGRES_TUPLES_OK, "counting entries");
+  });
+  if (!rows) return rows.status();
+  KnowledgeStoreStats stats;
+  stats.uri = name_;
+  stats.current_entries = static_cast<std::size_t>(pg::int64_at(rows->get(), 0, 0));
+  stats.versions = static_cast<std::size_t>(pg::int64_at(rows->get(), 0, 1));
+  stats.schema_version = pg::int64_at(rows->get(), 0, 2);
+  stats.bytes = static_cast<std::uint64_t>(pg::int64_at(rows->get(), 0, 3));
+  return stats;
+}
+
+// LISTENs on its own connection, on its own thread. A lost connection is
+// retried every second; once back, the watcher is told to resync, since
+// notifications sent meanwhile are gone.
+class PostgresStoreWatch final : public StoreWatch {
+ public:
+  PostgresStoreWatch(std::string uri, std::string name, StoreWatcher watcher,
+                     std::shared_ptr<std::atomic<int>> own_backend)
+      : uri_(std::move(uri)), name_(std::move(name)), watcher_(std::move(watcher)),
+        own_backend_(std::move(own_backend)) {}
+  ~PostgresStoreWatch() override {
+    stop_ = true;
+    if (thread_.joinable()) thread_.join();
+  }
+
+  // Connects and LISTENs before returning, then starts the thread.
+  Status start() {
+    if (Status s = listen(); !s.is_ok()) return s;
+    thread_ = std::thread([this] { run(); });
+    return Status::ok();
+  }
+
+  bool connected() const override { return connected_; }
+
+ private:
+  Status listen() {
+    auto connected = pg::connect(uri_, name_);
+    if (!connected) return connected.status();
+    const std::string sql = fmt::format("LISTEN {}", kChannel);
+    auto listening = pg::exec(connected->get(), sql.c_str(), PGRES_COMMAND_OK, name_, "listening for changes");
+    if (!listening) return listening.status();
+    connection_ = std::move(connected).value();
+    connected_ = true;
+    return Status::ok();
+  }
+
+  // Sleeps up to `duration` in short steps, so a stop is seen quickly.
+  void pause(std::chrono::milliseconds duration) {
+    const auto until = std::chrono::steady_clock::now() + duration;
+    while (!stop_ && std::chrono::steady_clock::now() < until) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  }
+
+  void run() {
+    while (!stop_) {
+      if (!connection_) {
+        if (!listen().is_ok()) {
+          pause(std::chrono::seconds(1));
+          continue;
+        }
+        if (watcher_.resync) watcher_.resync("the connection to the store's server was re-established");
+      }
+      pollfd waiting{PQsocket(connection_.get()), POLLIN, 0};
+      const int ready = ::poll(&waiting, 1, /*timeout ms=*/100);
+      if (ready < 0 && errno != EINTR) {
+        drop_connection();
+        continue;
+      }
+      if (ready <= 0) continue;
+      if (PQconsumeInput(connection_.get()) == 0 || pg::lost(connection_.get())) {
+        drop_connection();
+        continue;
+      }
+      deliver();
+    }
+  }
+
+  void drop_connection() {
+    connection_.reset();
+    connected_ = false;
+  }
+
+  void deliver() {
+    std::set<std::string> ids;
+    bool everything = false;
+    const int own = own_backend_->load();
+    while (PGnotify* raw = PQnotifies(connection_.get())) {
+      std::unique_ptr<PGnotify, void (*)(void*)> notification(raw, PQfreemem);
+      if (own != 0 && notification->be_pid == own) continue;  // this store's own commit
+      const std::string payload = notification->extra ? notification->extra : "";
+      auto parsed = nlohmann::json::parse(payload, nullptr, /*allow_exceptions=*/false);
+      if (!parsed.is_array()) {
+        everything = true;  // "*", or a payload this version does not read
+        continue;
+      }
+      for (const auto& id : parsed) {
+        if (id.is_string()) ids.insert(id.get<std::string>());
+      }
+    }
+    if (everything) {
+      if (watcher_.resync) watcher_.resync("a commit touched more entries than one notification names");
+    } else if (!ids.empty() && watcher_.changed) {
+      watcher_.changed(std::vector<std::string>(ids.begin(), ids.end()));
+    }
+  }
+
+  const std::string uri_;
+  const std::string name_;
+  const StoreWatcher watcher_;
+  const std::shared_ptr<std::atomic<int>> own_backend_;
+  pg::ConnectionPtr connection_;  // the thread's own (start() sets it first)
+  std::atomic<bool> connected_{false};
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+Result<std::unique_ptr<StoreWatch>> PostgresKnowledgeStore::watch(StoreWatcher watcher) {
+  auto watch = std::make_unique<PostgresStoreWatch>(uri_, name_, std::move(watcher), writer_backend_);
+  if (Status s = watch->start(); !s.is_ok()) return s;
+  return std::unique_ptr<StoreWatch>(std::move(watch));
+}
+
+}  // namespace
+
+Result<std::unique_ptr<KnowledgeStore>> open_postgres_store(const std::string& uri,
+                                                            const KnowledgeStoreOptions& options) {
+  auto store = std::make_unique<PostgresKnowledgeStore>(uri, options);
+  if (Status s = store->open(); !s.is_ok()) return s;
+  return std::unique_ptr<KnowledgeStore>(std::move(store));
+}
+
+}  // namespace rapidqa::store
