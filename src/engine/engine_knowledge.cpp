@@ -1,5 +1,6 @@
 #include "engine/engine_knowledge.h"
 
+#include <unordered_set>
 #include <utility>
 
 #include <fmt/format.h>
@@ -149,6 +150,43 @@ void EngineKnowledge::apply_remote(const cache::KnowledgeChange& change, const L
     (void)base_.remove(change.entry_id);
   }
   mirror(change.entry_id);
+}
+
+Result<std::vector<cache::KnowledgeChange>> EngineKnowledge::follow_store(const std::vector<std::string>* entry_ids,
+                                                                          const LogSink& log) {
+  auto stored = entry_ids ? store_->load_current(*entry_ids) : store_->load_current();
+  if (!stored) return stored.status();
+  std::vector<cache::KnowledgeChange> events;
+  std::unordered_set<std::string> current;
+  for (KnowledgeEntry& entry : *stored) {
+    const std::string id = entry.id;
+    current.insert(id);
+    const KnowledgeEntry* local = base_.find(id);
+    if (local && local->version == entry.version) continue;
+    const std::uint64_t version = entry.version;
+    if (Status s = base_.put(std::move(entry), version); !s.is_ok()) {
+      if (log) {
+        log(LogLevel::kWarning, fmt::format("version {} of entry '{}' from the store not applied: {}", version,
+                                            detail::clip_for_message(id), s.message()));
+      }
+      continue;
+    }
+    mirror(id);
+    events.push_back(upsert_change(id));
+  }
+  for (const std::string& id : entry_ids ? *entry_ids : base_.ids()) {
+    if (current.count(id) || !base_.find(id)) continue;
+    (void)base_.remove(id);
+    mirror(id);
+    events.push_back(removal_change(id));
+  }
+  if (events.size() > 1000) {
+    events.clear();
+    cache::KnowledgeChange reload;
+    reload.kind = cache::KnowledgeChange::Kind::kReload;
+    events.push_back(std::move(reload));
+  }
+  return events;
 }
 
 Status EngineKnowledge::reindex() {

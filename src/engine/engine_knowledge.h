@@ -70,6 +70,15 @@ class EngineKnowledge {
   // caches drop what it names whatever happened here (dropping a cached
   // answer is always safe), so there is no failure to return.
   void apply_remote(const cache::KnowledgeChange& change, const LogSink& log);
+  // Brings memory level with the store after other writers committed
+  // (a shared store's watch reported them): the named entries, or every
+  // entry when `entry_ids` is null. Entries whose stored version differs
+  // from memory's are put, those no longer current are removed; the events
+  // to publish, one per entry changed here (a single kReload when more
+  // than a thousand did). An entry that cannot be applied (its encoding
+  // failed) is logged and skipped.
+  Result<std::vector<cache::KnowledgeChange>> follow_store(const std::vector<std::string>* entry_ids,
+                                                          const LogSink& log);
   Status reindex();
 
  private:

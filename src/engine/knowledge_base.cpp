@@ -162,6 +162,13 @@ Result<bool> KnowledgeBase::store_if_newer(KnowledgeEntry entry) {
   return true;
 }
 
+std::vector<std::string> KnowledgeBase::ids() const {
+  std::vector<std::string> all;
+  all.reserve(entries_.size());
+  for (const auto& [id, stored] : entries_) all.push_back(id);
+  return all;
+}
+
 Status KnowledgeBase::remove(const std::string& id) {
   const auto it = entries_.find(id);
   if (it == entries_.end()) return Status::not_found(fmt::format("no entry with id '{}'", detail::clip_for_message(id)));

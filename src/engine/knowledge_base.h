@@ -64,6 +64,8 @@ class KnowledgeBase {
   // the id is unknown).
   std::vector<float> phrasing_vectors(const std::string& id) const;
   std::size_t size() const { return entries_.size(); }
+  // Every entry's id, in no particular order.
+  std::vector<std::string> ids() const;
   std::size_t phrasing_count() const { return index_.size(); }
 
   // The best entries for a query vector, at most top_k, best first; each

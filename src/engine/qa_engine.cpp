@@ -17,6 +17,7 @@
 #include "engine/engine_knowledge.h"
 #include "engine/options_validation.h"
 #include "engine/rebuild_pool.h"
+#include "engine/store_following.h"
 #include "metrics/metrics_registry.h"
 #include "text/utf8.h"
 
@@ -45,6 +46,8 @@ struct QAEngine::Impl {
   const std::string instance_id = detail::random_hex_id();
   // Its thread calls apply_peer_change, which uses everything above.
   std::unique_ptr<engine::ChangeReplication> replication;  // null without a Redis host
+  // Its thread calls follow_store. Null without a store.
+  std::unique_ptr<engine::StoreFollowing> following;
 
   Status build(EngineOptions engine_options);
   Status build_model_parts(const engine::KnowledgeBaseOptions& kb);
@@ -79,6 +82,26 @@ struct QAEngine::Impl {
       hot = publish(change).hot_questions;
     }
     schedule_rebuilds(hot);
+  }
+
+  // Brings the knowledge and the caches level with other writers' commits
+  // to a shared store (the entries named, or all). Their events go on the
+  // bus marked as the store's, so the Redis relay does not echo them: every
+  // instance on the store hears of them from the store itself.
+  Status follow_store(const std::vector<std::string>* entry_ids) {
+    std::vector<CacheKey> hot;
+    {
+      auto lock = knowledge->write();
+      auto events = knowledge->follow_store(entry_ids, options.log);
+      if (!events) return events.status();
+      for (cache::KnowledgeChange& event : *events) {
+        event.origin = "knowledge-store";
+        auto dropped = publish(std::move(event)).hot_questions;
+        hot.insert(hot.end(), dropped.begin(), dropped.end());
+      }
+    }
+    schedule_rebuilds(hot);
+    return Status::ok();
   }
 
   // Re-answers invalidated hot questions in the background (the knowledge
@@ -133,6 +156,12 @@ Status QAEngine::Impl::build(EngineOptions engine_options) {
   }
   knowledge = std::make_unique<engine::EngineKnowledge>(encoder, kb, degraded.get(), std::move(store));
   if (knowledge->store()) {
+    // Watching starts before the load, so no other writer's commit falls
+    // between the two; what it reports is followed once the engine is built.
+    auto started = engine::StoreFollowing::start(
+        *knowledge->store(), [this](const std::vector<std::string>* ids) { return follow_store(ids); }, options.log);
+    if (!started) return started.status();
+    following = std::move(started).value();
     // No cache holds anything yet and no peer listens yet: the event is
     // not published.
     auto lock = knowledge->write();
@@ -147,6 +176,7 @@ Status QAEngine::Impl::build(EngineOptions engine_options) {
   if (options.rebuild_workers > 0) {
     rebuilds = std::make_unique<engine::RebuildPool>(options.rebuild_workers, options.rebuild_queue_capacity);
   }
+  if (following) following->ready();
   if (options.redis.host.empty()) return Status::ok();
   // The relay's thread may deliver a peer's change before start returns:
   // everything it uses is in place by now.
