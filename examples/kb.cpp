@@ -5,10 +5,12 @@
 //   rapidqa-kb --store sqlite:faq.db history reset-password
 //   rapidqa-kb --store sqlite:faq.db rollback reset-password 3
 //   rapidqa-kb --store sqlite:faq.db stats
+//   rapidqa-kb --store postgresql://user@db-host/faq import faq.jsonl
 //
 // export, history and stats open the store read-only, so they work beside
-// a running engine; import and rollback write it, and are refused (naming
-// the process) while an engine holds it.
+// a running engine; import and rollback write it: a SQLite file refuses
+// them (naming the process) while an engine holds it, a PostgreSQL store
+// takes them and the engines on it follow.
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
@@ -25,7 +27,8 @@ namespace {
 void print_usage(std::FILE* to) {
   std::fprintf(to,
                "usage: rapidqa-kb --store URI COMMAND [ARGS]\n"
-               "  --store URI             the knowledge store: sqlite:PATH (created by import when missing)\n"
+               "  --store URI             the knowledge store: sqlite:PATH (created by import when missing), or\n"
+               "                          postgresql://USER@HOST:PORT/DATABASE (any libpq connection URI)\n"
                "commands:\n"
                "  import FILE [--skip-invalid-lines]\n"
                "                          make the store's entries those of a JSONL file, in one transaction:\n"

@@ -48,11 +48,22 @@ Result<std::unique_ptr<ChildProcess>> ChildProcess::start(const std::vector<std:
                                      O_WRONLY | O_CREAT | O_APPEND, 0644);
     posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
   }
+  if (!options.working_directory.empty()) {
+    posix_spawn_file_actions_addchdir_np(&actions, options.working_directory.c_str());
+  }
+  posix_spawnattr_t attributes;
+  posix_spawnattr_init(&attributes);
+  if (options.own_process_group) {
+    posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETPGROUP);
+    posix_spawnattr_setpgroup(&attributes, 0);  // a group whose id is the child's pid
+    child->own_process_group_ = true;
+  }
   std::vector<char*> args;
   for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
-  const int spawned = posix_spawn(&child->pid_, argv[0].c_str(), &actions, nullptr, args.data(), environ);
+  const int spawned = posix_spawn(&child->pid_, argv[0].c_str(), &actions, &attributes, args.data(), environ);
   posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attributes);
   if (options.pipe_stdio) {
     close(to_child[0]);
     close(from_child[1]);
@@ -77,9 +88,17 @@ bool ChildProcess::running() {
   if (reaped_) return false;
   int status = 0;
   const pid_t r = waitpid(pid_, &status, WNOHANG);
-  if (r == pid_ || (r < 0 && errno == ECHILD)) reaped_ = true;
+  if (r == pid_) reaped(status);
+  if (r < 0 && errno == ECHILD) reaped_ = true;
   return !reaped_;
 }
+
+void ChildProcess::reaped(int wait_status) {
+  reaped_ = true;
+  if (WIFEXITED(wait_status)) exit_code_ = WEXITSTATUS(wait_status);
+}
+
+std::optional<int> ChildProcess::exit_code() const { return exit_code_; }
 
 void ChildProcess::send_signal(int signal) {
   if (!reaped_) ::kill(pid_, signal);
@@ -87,11 +106,18 @@ void ChildProcess::send_signal(int signal) {
 
 void ChildProcess::kill_and_wait() {
   if (reaped_) return;
-  ::kill(pid_, SIGKILL);
+  // The group is only signalled while its leader is unreaped: until then
+  // no other process can take over the group's id.
+  ::kill(own_process_group_ ? -pid_ : pid_, SIGKILL);
   int status = 0;
-  while (waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+  pid_t r = 0;
+  while ((r = waitpid(pid_, &status, 0)) < 0 && errno == EINTR) {
   }
-  reaped_ = true;
+  if (r == pid_) {
+    reaped(status);
+  } else {
+    reaped_ = true;  // ECHILD: someone else reaped it; its status is lost
+  }
 }
 
 bool ChildProcess::wait_for_exit(std::chrono::milliseconds timeout) {

@@ -1,8 +1,5 @@
 #include "support/redis_server.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -15,30 +12,12 @@
 #include <fmt/format.h>
 
 #include "cache/redis_client.h"
+#include "support/free_port.h"
 
 namespace rapidqa::testing {
 namespace {
 
 using SteadyTime = std::chrono::steady_clock;
-
-// A port nothing listens on right now. Another process could take it before
-// redis-server binds it; start() then tries another.
-int free_loopback_port() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return 0;
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  address.sin_port = 0;
-  int port = 0;
-  socklen_t length = sizeof address;
-  if (bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0 &&
-      getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) == 0) {
-    port = ntohs(address.sin_port);
-  }
-  close(fd);
-  return port;
-}
 
 bool answers_ping(int port) {
   auto connection = cache::RedisConnection::connect("127.0.0.1", port, std::chrono::milliseconds(200),
