@@ -130,3 +130,41 @@ TEST_CASE("Bad hashing options are refused by name, not fixed", "[encoder]") {
   refused(o, "cjk_bigram_weight");
   CHECK(HashingEncoder::create({}).is_ok());
 }
+
+TEST_CASE("The learned state restores the same vectors and the same fingerprint", "[encoder]") {
+  const std::vector<std::string> corpus = {"how do i reset my password", "how do i close my account",
+                                           "where is my order", "how do i change my email"};
+  auto trained = HashingEncoder::create();
+  REQUIRE(trained);
+  auto fresh = HashingEncoder::create();
+  REQUIRE(fresh);
+  const std::string untrained = (*fresh)->fingerprint();
+  CHECK((*trained)->learned_state().empty());
+  CHECK((*trained)->fingerprint() == untrained);
+  (*trained)->adapt(corpus);
+  const std::string state = (*trained)->learned_state();
+  REQUIRE_FALSE(state.empty());
+  CHECK((*trained)->fingerprint() != untrained);
+
+  REQUIRE((*fresh)->restore_learned_state(state).is_ok());
+  CHECK((*fresh)->fingerprint() == (*trained)->fingerprint());
+  CHECK((*fresh)->learned_state() == state);
+  std::vector<float> a, b;
+  REQUIRE((*trained)->encode({"how do i reset my email"}, a).is_ok());
+  REQUIRE((*fresh)->encode({"how do i reset my email"}, b).is_ok());
+  CHECK(a == b);
+
+  // Options that change vectors change the fingerprint.
+  rapidqa::HashingEncoderOptions other;
+  other.seed = 7;
+  CHECK((*HashingEncoder::create(other))->fingerprint() != untrained);
+
+  // Bytes that are not a state are refused and change nothing.
+  const std::string before = (*fresh)->fingerprint();
+  CHECK((*fresh)->restore_learned_state("garbage").code() == rapidqa::StatusCode::kInvalidArgument);
+  CHECK((*fresh)->restore_learned_state(state.substr(0, state.size() - 3)).code() ==
+        rapidqa::StatusCode::kInvalidArgument);
+  CHECK((*fresh)->fingerprint() == before);
+  REQUIRE((*fresh)->restore_learned_state("").is_ok());
+  CHECK((*fresh)->fingerprint() == untrained);
+}

@@ -3,7 +3,8 @@
 // engine retrieves and caches through this interface and never depends on a
 // particular model.
 //
-// Thread safety: implementations must make encode() thread-safe; adapt() is
+// Thread safety: implementations must make encode() thread-safe; adapt() and
+// restore_learned_state() are
 // called by the engine under its own exclusive lock, never concurrently with
 // encode().
 #pragma once
@@ -46,6 +47,23 @@ class RAPIDQA_EXPORT Encoder {
   // is loaded, so encoders that learn corpus statistics (IDF) can refit.
   // Vectors encoded before the call are not comparable with those after.
   virtual void adapt(const std::vector<std::string>& corpus) { (void)corpus; }
+
+  // What makes this encoder's vectors what they are: its kind, dimension,
+  // options and model files, and whatever adapt() learned. Two encoders
+  // with the same fingerprint make the same vector from the same text, so
+  // a knowledge store keeps vectors under the fingerprint that made them
+  // and a restart reuses them only under the same one. The default is
+  // name() and dimension(); an encoder with options, files or learned
+  // state must override it.
+  virtual std::string fingerprint() const;
+
+  // What adapt() learned, as bytes to keep, and the same bytes given back
+  // after a restart, so vectors made before the restart still compare with
+  // those made after. Encoders that learn nothing return "" and accept
+  // only "". restore_state refuses bytes it cannot read with
+  // kInvalidArgument and then changes nothing.
+  virtual std::string learned_state() const { return {}; }
+  virtual Status restore_learned_state(const std::string& state);
 };
 
 }  // namespace rapidqa

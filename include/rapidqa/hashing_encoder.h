@@ -59,6 +59,11 @@ class RAPIDQA_EXPORT HashingEncoder final : public Encoder {
   // Learns document frequencies of every feature from the corpus. Before the
   // first call every feature weighs the same (IDF 1).
   void adapt(const std::vector<std::string>& corpus) override;
+  // The options and a hash of the learned IDF table.
+  std::string fingerprint() const override;
+  // The IDF table adapt() learned ("" before the first adapt).
+  std::string learned_state() const override;
+  Status restore_learned_state(const std::string& state) override;
 
   // Encodes one text into out[0, dimension()).
   Status encode_one(const std::string& text, float* out) const;

@@ -67,6 +67,10 @@ class RAPIDQA_EXPORT TransformerEncoder final : public Encoder {
   // padding; results come back in input order.
   Status encode(const std::vector<std::string>& texts, std::vector<float>& out) const override;
   bool wants_normalized_text() const override { return false; }
+  // The shape, pooling, options that change vectors, and a hash of every
+  // file in the model directory (computed on the first call: it reads the
+  // files once more).
+  std::string fingerprint() const override;
 
   // The model input ids of each text ([CLS] ... [SEP]), as the model sees them.
   Result<std::vector<std::vector<std::int32_t>>> token_ids(const std::vector<std::string>& texts) const;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <optional>
 #include <string_view>
 #include <utility>
@@ -11,6 +12,7 @@
 
 #include <fmt/format.h>
 
+#include "common/content_hash.h"
 #include "common/guard.h"
 #include "text/lexical_tokenizer.h"
 #include "text/utf8.h"
@@ -73,6 +75,19 @@ class IdfTable {
       while (slots_[i].hash != kEmpty) i = (i + 1) & mask_;
       slots_[i] = {hash, value};
     }
+  }
+
+  // Every (hash, IDF) pair, ordered by hash (so equal tables serialize to
+  // equal bytes).
+  std::vector<std::pair<std::uint64_t, float>> entries() const {
+    std::vector<std::pair<std::uint64_t, float>> all;
+    all.reserve(count_);
+    if (zero_hash_value_) all.emplace_back(kEmpty, *zero_hash_value_);
+    for (const Slot& slot : slots_) {
+      if (slot.hash != kEmpty) all.emplace_back(slot.hash, slot.value);
+    }
+    std::sort(all.begin(), all.end());
+    return all;
   }
 
   // The IDF of `hash`, or `absent` when the corpus never had it.
@@ -259,6 +274,84 @@ void HashingEncoder::adapt(const std::vector<std::string>& corpus) {
   }
   impl_->idf.assign(idf);
   impl_->unseen_idf = static_cast<float>(std::log(1.0 + n) + 1.0);
+}
+
+// The learned state: "RQIDF1", the pair count (u64), the IDF of unseen
+// features (f32), then each (hash u64, IDF f32), ordered by hash; all
+// little-endian, as on every machine rapidqa runs on.
+namespace {
+constexpr char kStateMagic[] = "RQIDF1";
+constexpr std::size_t kStateMagicBytes = sizeof(kStateMagic) - 1;
+constexpr std::size_t kStateHeaderBytes = kStateMagicBytes + 8 + 4;
+constexpr std::size_t kStatePairBytes = 12;
+
+template <typename T>
+void append_bytes(std::string& out, T value) {
+  out.append(reinterpret_cast<const char*>(&value), sizeof(value));
+}
+template <typename T>
+T read_bytes(const std::string& in, std::size_t at) {
+  T value;
+  std::memcpy(&value, in.data() + at, sizeof(value));
+  return value;
+}
+}  // namespace
+
+std::string HashingEncoder::learned_state() const {
+  if (impl_->idf.empty()) return {};
+  const auto pairs = impl_->idf.entries();
+  std::string state(kStateMagic, kStateMagicBytes);
+  state.reserve(kStateHeaderBytes + pairs.size() * kStatePairBytes);
+  append_bytes<std::uint64_t>(state, pairs.size());
+  append_bytes<float>(state, impl_->unseen_idf);
+  for (const auto& [hash, idf] : pairs) {
+    append_bytes<std::uint64_t>(state, hash);
+    append_bytes<float>(state, idf);
+  }
+  return state;
+}
+
+Status HashingEncoder::restore_learned_state(const std::string& state) {
+  if (state.empty()) {
+    impl_->idf.assign({});
+    impl_->unseen_idf = 1.0f;
+    return Status::ok();
+  }
+  if (state.size() < kStateHeaderBytes || state.compare(0, kStateMagicBytes, kStateMagic) != 0) {
+    return Status::invalid_argument("not a hashing encoder's learned state (no RQIDF1 header)");
+  }
+  const auto count = read_bytes<std::uint64_t>(state, kStateMagicBytes);
+  if (count > (state.size() - kStateHeaderBytes) / kStatePairBytes ||
+      state.size() != kStateHeaderBytes + count * kStatePairBytes) {
+    return Status::invalid_argument(fmt::format("hashing encoder state: {} bytes cannot hold {} features",
+                                                state.size(), count));
+  }
+  const auto unseen = read_bytes<float>(state, kStateMagicBytes + 8);
+  std::unordered_map<std::uint64_t, float> idf;
+  idf.reserve(count);
+  for (std::size_t i = 0; i < count; ++i) {
+    const std::size_t at = kStateHeaderBytes + i * kStatePairBytes;
+    const auto value = read_bytes<float>(state, at + 8);
+    if (!std::isfinite(value) || value <= 0.0f) {
+      return Status::invalid_argument(fmt::format("hashing encoder state: feature {} has IDF {}", i, value));
+    }
+    idf.emplace(read_bytes<std::uint64_t>(state, at), value);
+  }
+  if (!std::isfinite(unseen) || unseen <= 0.0f) {
+    return Status::invalid_argument(fmt::format("hashing encoder state: unseen IDF {}", unseen));
+  }
+  impl_->idf.assign(idf);
+  impl_->unseen_idf = unseen;
+  return Status::ok();
+}
+
+std::string HashingEncoder::fingerprint() const {
+  const HashingEncoderOptions& o = impl_->options;
+  const std::string state = learned_state();
+  return fmt::format("hashing/v1/dim={}/seed={}/weights={},{},{},{},{}/ngrams={}-{}/idf={:016x}", o.dimension,
+                     o.seed, o.word_weight, o.word_bigram_weight, o.char_ngram_weight, o.cjk_char_weight,
+                     o.cjk_bigram_weight, o.char_ngram_min, o.char_ngram_max,
+                     state.empty() ? 0 : detail::content_hash(state.data(), state.size()));
 }
 
 }  // namespace rapidqa

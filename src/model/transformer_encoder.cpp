@@ -4,11 +4,14 @@
 #include <c10/core/InferenceMode.h>
 
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
 #include <mutex>
 #include <numeric>
 
 #include <fmt/format.h>
 
+#include "common/content_hash.h"
 #include "common/guard.h"
 #include "model/model_bundle.h"
 #include "model/pooling.h"
@@ -19,6 +22,10 @@ struct TransformerEncoder::Impl {
   TransformerEncoderOptions options;
   model::ModelBundle bundle;
   mutable std::mutex model_mu;  // one model call at a time; each uses every intra-op thread
+  // Hashing the model files costs a read of them: done once, when first
+  // asked (an engine on a knowledge store asks; others never do).
+  mutable std::once_flag fingerprint_once;
+  mutable std::string fingerprint;
 
   Result<std::vector<text::TokenizedText>> tokenize(const std::vector<std::string>& texts) const {
     std::vector<text::TokenizedText> out;
@@ -74,6 +81,34 @@ std::string TransformerEncoder::name() const {
   const auto& c = impl_->bundle.model->config;
   return fmt::format("transformer-{}x{}-{}", impl_->bundle.model->layers.size(), c.hidden_size,
                      impl_->options.pooling == Pooling::kCls ? "cls" : "mean");
+}
+
+std::string TransformerEncoder::fingerprint() const {
+  std::call_once(impl_->fingerprint_once, [this] {
+    // Every regular file of the model directory, in name order: weights,
+    // configuration and vocabulary all change the vectors.
+    std::vector<std::filesystem::path> files;
+    std::error_code error;
+    for (const auto& item : std::filesystem::directory_iterator(impl_->options.model_dir, error)) {
+      if (item.is_regular_file(error)) files.push_back(item.path());
+    }
+    std::sort(files.begin(), files.end());
+    detail::ContentHasher hasher;
+    std::vector<char> buffer(1 << 20);
+    for (const auto& file : files) {
+      hasher.update(file.filename().string());
+      std::ifstream in(file, std::ios::binary);
+      while (in) {
+        in.read(buffer.data(), static_cast<std::streamsize>(buffer.size()));
+        hasher.update(buffer.data(), static_cast<std::size_t>(in.gcount()));
+      }
+    }
+    const TransformerEncoderOptions& o = impl_->options;
+    impl_->fingerprint =
+        fmt::format("{}/v1/dim={}/normalize={}/max_tokens={}/bf16={}/files={:016x}", name(), dimension(),
+                    o.normalize, o.max_sequence_length, o.bf16, hasher.digest());
+  });
+  return impl_->fingerprint;
 }
 
 std::size_t TransformerEncoder::layer_count() const { return impl_->bundle.model->layers.size(); }
