@@ -86,12 +86,22 @@ struct EntryVersion {
   std::int64_t committed_at_ms = 0;  // Unix time of the commit, milliseconds
 };
 
+// The vectors of one entry version's phrasings (its question, then each
+// alternate, as the engine encodes them), made by one encoder.
+struct StoredVectors {
+  std::string entry_id;
+  std::uint64_t version = 0;
+  std::size_t dimension = 0;
+  std::vector<float> values;  // phrasings x dimension, row-major
+};
+
 struct KnowledgeStoreStats {
   std::string uri;                 // the store as opened
   std::size_t current_entries = 0; // entries a load returns
   std::size_t versions = 0;        // versions kept over every entry's history
   std::int64_t schema_version = 0; // the store's layout version
   std::uint64_t bytes = 0;         // size of the store's files on disk (0 when not a file)
+  std::size_t stored_vectors = 0;  // entry versions with vectors kept (any encoder)
 };
 
 // Called during long operations with (done, total) changes; total is known
@@ -156,6 +166,33 @@ class RAPIDQA_EXPORT KnowledgeStore {
   virtual Result<EntryVersion> version_of(const std::string& id, std::uint64_t version) = 0;
 
   virtual Result<KnowledgeStoreStats> stats() = 0;
+
+  // Vectors, kept so a restart reads them instead of encoding again. They
+  // are kept per entry version and per encoder fingerprint
+  // (Encoder::fingerprint()), so a vector is only ever used for the exact
+  // content and encoder that made it; saving an entry version's vectors
+  // drops that encoder's vectors of the entry's older versions. They are
+  // saved after the change they belong to has been committed, in a
+  // transaction of their own: a crash in between loses only vectors, which
+  // the next start encodes again.
+  //
+  // save_vectors: in one transaction; vectors of a version that is not
+  // current are dropped rather than kept. kFailedPrecondition when open
+  // read-only.
+  virtual Status save_vectors(const std::string& fingerprint, const std::vector<StoredVectors>& vectors) = 0;
+  // The vectors kept under `fingerprint` for the current version of every
+  // entry that has them, ordered by entry id.
+  virtual Result<std::vector<StoredVectors>> load_vectors(const std::string& fingerprint) = 0;
+  // Drops the vectors of every fingerprint but `keep` (an encoder that
+  // learned anew has made its older vectors useless). kFailedPrecondition
+  // when open read-only.
+  virtual Status drop_vectors_except(const std::string& keep) = 0;
+  // An encoder's learned state (Encoder::learned_state()), kept under the
+  // fingerprint the encoder has before it learns anything, so a restart
+  // restores it instead of learning again from different knowledge.
+  // load_encoder_state returns "" when none was saved.
+  virtual Status save_encoder_state(const std::string& untrained_fingerprint, const std::string& state) = 0;
+  virtual Result<std::string> load_encoder_state(const std::string& untrained_fingerprint) = 0;
 
   // Starts watching for other writers' commits. A SQLite file has one
   // writer, so its watch never calls back; a PostgreSQL store listens on a

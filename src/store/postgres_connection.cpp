@@ -32,6 +32,9 @@ Result<ConnectionPtr> connect(const std::string& uri, const std::string& store_n
     return Status::unavailable(fmt::format("{}: cannot connect to the server: {}", store_name,
                                            trimmed(PQerrorMessage(connection.get()))));
   }
+  // The server's notices ("relation already exists, skipping") are not the
+  // library's to print; errors come back as Status.
+  PQsetNoticeProcessor(connection.get(), [](void*, const char*) {}, nullptr);
   return connection;
 }
 
@@ -97,6 +100,36 @@ std::string text_array(const std::vector<std::string>& values) {
   }
   literal += '}';
   return literal;
+}
+
+std::string bytea_hex(const void* data, std::size_t size) {
+  static const char digits[] = "0123456789abcdef";
+  const auto* bytes = static_cast<const unsigned char*>(data);
+  std::string text(2 + 2 * size, '\0');
+  text[0] = '\\';
+  text[1] = 'x';
+  for (std::size_t i = 0; i < size; ++i) {
+    text[2 + 2 * i] = digits[bytes[i] >> 4];
+    text[3 + 2 * i] = digits[bytes[i] & 0xf];
+  }
+  return text;
+}
+
+bool bytes_from_bytea_hex(const char* text, std::size_t length, std::string& out) {
+  if (length < 2 || text[0] != '\\' || text[1] != 'x' || length % 2 != 0) return false;
+  const auto nibble = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+  };
+  out.resize((length - 2) / 2);
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    const int high = nibble(text[2 + 2 * i]), low = nibble(text[3 + 2 * i]);
+    if (high < 0 || low < 0) return false;
+    out[i] = static_cast<char>(high << 4 | low);
+  }
+  return true;
 }
 
 std::string text_at(const PGresult* result, int row, int column) {

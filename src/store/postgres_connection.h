@@ -57,6 +57,11 @@ Result<ResultPtr> exec_params(PGconn* connection, const char* sql, const std::ve
 // many values as one parameter (= ANY($1::text[]), unnest($1::text[])).
 std::string text_array(const std::vector<std::string>& values);
 
+// Bytes as bytea's hex text form ("\\x0a1b..."), for a parameter or an
+// element of text_array; and back (false when the text is not that form).
+std::string bytea_hex(const void* data, std::size_t size);
+bool bytes_from_bytea_hex(const char* text, std::size_t length, std::string& out);
+
 // A column of a row as text ("" when NULL) or as an integer (0 when NULL).
 std::string text_at(const PGresult* result, int row, int column);
 std::int64_t int64_at(const PGresult* result, int row, int column);

@@ -1,11 +1,10 @@
 #include "store/postgres_store.h"
 
-#include <poll.h>
-
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <set>
@@ -20,16 +19,15 @@
 #include "common/bounded_json.h"
 #include "store/change_rules.h"
 #include "store/postgres_connection.h"
+#include "store/postgres_schema.h"
+#include "store/postgres_watch.h"
 
 namespace rapidqa::store {
 namespace {
 
-constexpr std::int64_t kSchemaVersion = 1;
-// Advisory lock keys (any 64-bit numbers no other application of the
-// database uses): one serializes layout creation, one serializes commits.
-constexpr const char* kSchemaLockKey = "7245617064510001";
+// The advisory lock key (any 64-bit number no other application of the
+// database uses) that serializes commits.
 constexpr const char* kWriterLockKey = "7245617064510002";
-constexpr const char* kChannel = "rapidqa_changes";
 // NOTIFY payloads must stay under 8,000 bytes; a longer list of ids is
 // sent as "*" (compare everything).
 constexpr std::size_t kMaxPayloadBytes = 7000;
@@ -94,6 +92,11 @@ class PostgresKnowledgeStore final : public KnowledgeStore {
   Result<EntryVersion> version_of(const std::string& id, std::uint64_t version) override;
   Result<KnowledgeStoreStats> stats() override;
   Result<std::unique_ptr<StoreWatch>> watch(StoreWatcher watcher) override;
+  Status save_vectors(const std::string& fingerprint, const std::vector<StoredVectors>& vectors) override;
+  Result<std::vector<StoredVectors>> load_vectors(const std::string& fingerprint) override;
+  Status drop_vectors_except(const std::string& keep) override;
+  Status save_encoder_state(const std::string& untrained_fingerprint, const std::string& state) override;
+  Result<std::string> load_encoder_state(const std::string& untrained_fingerprint) override;
 
  private:
   // What a commit knows of one entry as it goes.
@@ -137,6 +140,7 @@ class PostgresKnowledgeStore final : public KnowledgeStore {
   std::shared_ptr<std::atomic<int>> writer_backend_ = std::make_shared<std::atomic<int>>(0);
   std::mutex mu_;  // over the connection
   pg::ConnectionPtr connection_;
+  std::int64_t schema_version_ = 0;
 };
 
 Status PostgresKnowledgeStore::ensure_connected() {
@@ -159,43 +163,9 @@ Status PostgresKnowledgeStore::open() {
 }
 
 Status PostgresKnowledgeStore::create_or_check_schema() {
-  auto exists = run("SELECT to_regclass('rapidqa.schema_version') IS NOT NULL", {}, PGRES_TUPLES_OK,
-                    "reading the schema");
-  if (!exists) return exists.status();
-  if (pg::text_at(exists->get(), 0, 0) != "t") {
-    if (options_.read_only) {
-      return Status::failed_precondition(fmt::format("{}: the store is empty (never opened for writing)", name_));
-    }
-    // Created under an advisory lock, and checked again under it: two
-    // instances opening an empty database together create it once.
-    const std::string create = fmt::format(
-        "BEGIN;"
-        "SELECT pg_advisory_xact_lock({0});"
-        "CREATE SCHEMA IF NOT EXISTS rapidqa;"
-        "CREATE TABLE IF NOT EXISTS rapidqa.schema_version(version integer NOT NULL);"
-        "INSERT INTO rapidqa.schema_version SELECT {1} WHERE NOT EXISTS (SELECT 1 FROM rapidqa.schema_version);"
-        "CREATE TABLE IF NOT EXISTS rapidqa.entry_versions("
-        "  entry_id text NOT NULL, version bigint NOT NULL, removed boolean NOT NULL,"
-        "  body text NOT NULL, committed_at_ms bigint NOT NULL, PRIMARY KEY (entry_id, version));"
-        "CREATE TABLE IF NOT EXISTS rapidqa.current_entries("
-        "  entry_id text PRIMARY KEY, version bigint NOT NULL, body text NOT NULL);"
-        "COMMIT;",
-        kSchemaLockKey, kSchemaVersion);
-    auto created = pg::exec(connection_.get(), create.c_str(), PGRES_COMMAND_OK, name_, "creating the schema");
-    if (!created) {
-      (void)pg::exec(connection_.get(), "ROLLBACK", PGRES_COMMAND_OK, name_, "rolling back");
-      return created.status();
-    }
-  }
-  auto version = run("SELECT max(version) FROM rapidqa.schema_version", {}, PGRES_TUPLES_OK,
-                     "reading the schema version");
+  auto version = create_or_migrate_postgres_schema(connection_.get(), name_, options_.read_only);
   if (!version) return version.status();
-  const std::int64_t found = pg::int64_at(version->get(), 0, 0);
-  if (found > kSchemaVersion) {
-    return Status::failed_precondition(fmt::format(
-        "{}: written by a newer rapidqa (schema version {}, this one reads up to {})", name_, found, kSchemaVersion));
-  }
-  if (found < 1) return Status::data_loss(fmt::format("{}: the schema_version table is empty", name_));
+  schema_version_ = *version;
   return Status::ok();
 }
 
@@ -335,7 +305,7 @@ Result<std::vector<CommittedVersion>> PostgresKnowledgeStore::commit_in_transact
     if (!deleted) return deleted.status();
   }
   const std::string payload = notify_payload(std::vector<std::string>(touched.begin(), touched.end()));
-  auto notified = run("SELECT pg_notify($1, $2)", {kChannel, payload}, PGRES_TUPLES_OK, "notifying the peers");
+  auto notified = run("SELECT pg_notify($1, $2)", {kChangeChannel, payload}, PGRES_TUPLES_OK, "notifying the peers");
   if (!notified) return notified.status();
   return committed;
 }
@@ -417,13 +387,16 @@ Result<EntryVersion> PostgresKnowledgeStore::version_of(const std::string& id, s
 
 Result<KnowledgeStoreStats> PostgresKnowledgeStore::stats() {
   std::lock_guard<std::mutex> lock(mu_);
-  auto rows = reading([&] {
-    return run(
-        "SELECT (SELECT count(*) FROM rapidqa.current_entries), (SELECT count(*) FROM rapidqa.entry_versions),"
-        "  (SELECT max(version) FROM rapidqa.schema_version),"
-        "  pg_total_relation_size('rapidqa.current_entries') + pg_total_relation_size('rapidqa.entry_versions')",
-        {}, PGRES_TUPLES_OK, "counting entries");
-  });
+  // Vectors only exist from schema version 2 (a read-only open may find 1).
+  const bool vectors = schema_version_ >= 2;
+  const std::string sql = fmt::format(
+      "SELECT (SELECT count(*) FROM rapidqa.current_entries), (SELECT count(*) FROM rapidqa.entry_versions),"
+      "  (SELECT max(version) FROM rapidqa.schema_version),"
+      "  pg_total_relation_size('rapidqa.current_entries') + pg_total_relation_size('rapidqa.entry_versions'){},"
+      "  {}",
+      vectors ? " + pg_total_relation_size('rapidqa.phrasing_vectors')" : "",
+      vectors ? "(SELECT count(*) FROM rapidqa.phrasing_vectors)" : "0");
+  auto rows = reading([&] { return run(sql.c_str(), {}, PGRES_TUPLES_OK, "counting entries"); });
   if (!rows) return rows.status();
   KnowledgeStoreStats stats;
   stats.uri = name_;
@@ -431,119 +404,143 @@ Result<KnowledgeStoreStats> PostgresKnowledgeStore::stats() {
   stats.versions = static_cast<std::size_t>(pg::int64_at(rows->get(), 0, 1));
   stats.schema_version = pg::int64_at(rows->get(), 0, 2);
   stats.bytes = static_cast<std::uint64_t>(pg::int64_at(rows->get(), 0, 3));
+  stats.stored_vectors = static_cast<std::size_t>(pg::int64_at(rows->get(), 0, 4));
   return stats;
 }
 
-// LISTENs on its own connection, on its own thread. A lost connection is
-// retried every second; once back, the watcher is told to resync, since
-// notifications sent meanwhile are gone.
-class PostgresStoreWatch final : public StoreWatch {
- public:
-  PostgresStoreWatch(std::string uri, std::string name, StoreWatcher watcher,
-                     std::shared_ptr<std::atomic<int>> own_backend)
-      : uri_(std::move(uri)), name_(std::move(name)), watcher_(std::move(watcher)),
-        own_backend_(std::move(own_backend)) {}
-  ~PostgresStoreWatch() override {
-    stop_ = true;
-    if (thread_.joinable()) thread_.join();
-  }
-
-  // Connects and LISTENs before returning, then starts the thread.
-  Status start() {
-    if (Status s = listen(); !s.is_ok()) return s;
-    thread_ = std::thread([this] { run(); });
-    return Status::ok();
-  }
-
-  bool connected() const override { return connected_; }
-
- private:
-  Status listen() {
-    auto connected = pg::connect(uri_, name_);
-    if (!connected) return connected.status();
-    const std::string sql = fmt::format("LISTEN {}", kChannel);
-    auto listening = pg::exec(connected->get(), sql.c_str(), PGRES_COMMAND_OK, name_, "listening for changes");
-    if (!listening) return listening.status();
-    connection_ = std::move(connected).value();
-    connected_ = true;
-    return Status::ok();
-  }
-
-  // Sleeps up to `duration` in short steps, so a stop is seen quickly.
-  void pause(std::chrono::milliseconds duration) {
-    const auto until = std::chrono::steady_clock::now() + duration;
-    while (!stop_ && std::chrono::steady_clock::now() < until) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+Status PostgresKnowledgeStore::save_vectors(const std::string& fingerprint,
+                                           const std::vector<StoredVectors>& vectors) {
+  if (options_.read_only) return Status::failed_precondition(fmt::format("{} is open read-only", name_));
+  for (const StoredVectors& v : vectors) {
+    if (v.dimension == 0 || v.values.empty() || v.values.size() % v.dimension != 0) {
+      return Status::invalid_argument(fmt::format("vectors of entry '{}': {} values are not rows of {}",
+                                                  detail::clip_for_message(v.entry_id), v.values.size(),
+                                                  v.dimension));
     }
   }
-
-  void run() {
-    while (!stop_) {
-      if (!connection_) {
-        if (!listen().is_ok()) {
-          pause(std::chrono::seconds(1));
-          continue;
-        }
-        if (watcher_.resync) watcher_.resync("the connection to the store's server was re-established");
+  std::lock_guard<std::mutex> lock(mu_);
+  auto begun = reading([&] { return run("BEGIN", {}, PGRES_COMMAND_OK, "starting a transaction"); });
+  if (!begun) return begun.status();
+  Status saved = [&]() -> Status {
+    auto id = run(
+        "WITH added AS (INSERT INTO rapidqa.encoder_fingerprints(fingerprint) VALUES ($1) "
+        "ON CONFLICT (fingerprint) DO NOTHING RETURNING id) "
+        "SELECT id FROM added UNION ALL SELECT id FROM rapidqa.encoder_fingerprints WHERE fingerprint = $1",
+        {fingerprint}, PGRES_TUPLES_OK, "recording an encoder fingerprint");
+    if (!id) return id.status();
+    const std::string fingerprint_id = pg::text_at(id->get(), 0, 0);
+    for (std::size_t begin = 0; begin < vectors.size(); begin += kChunk) {
+      const std::size_t end = std::min(vectors.size(), begin + kChunk);
+      std::vector<std::string> ids, versions, dimensions, blobs;
+      for (std::size_t i = begin; i < end; ++i) {
+        ids.push_back(vectors[i].entry_id);
+        versions.push_back(std::to_string(vectors[i].version));
+        dimensions.push_back(std::to_string(vectors[i].dimension));
+        blobs.push_back(pg::bytea_hex(vectors[i].values.data(), vectors[i].values.size() * sizeof(float)));
       }
-      pollfd waiting{PQsocket(connection_.get()), POLLIN, 0};
-      const int ready = ::poll(&waiting, 1, /*timeout ms=*/100);
-      if (ready < 0 && errno != EINTR) {
-        drop_connection();
-        continue;
-      }
-      if (ready <= 0) continue;
-      if (PQconsumeInput(connection_.get()) == 0 || pg::lost(connection_.get())) {
-        drop_connection();
-        continue;
-      }
-      deliver();
+      auto dropped = run(
+          "DELETE FROM rapidqa.phrasing_vectors p USING unnest($2::text[], $3::bigint[]) AS t(entry_id, version) "
+          "WHERE p.fingerprint_id = $1 AND p.entry_id = t.entry_id AND p.version <> t.version",
+          {fingerprint_id, pg::text_array(ids), pg::text_array(versions)}, PGRES_COMMAND_OK,
+          "dropping older vectors");
+      if (!dropped) return dropped.status();
+      auto inserted = run(
+          "INSERT INTO rapidqa.phrasing_vectors(fingerprint_id, entry_id, version, dimension, vectors) "
+          "SELECT $1, t.entry_id, t.version, t.dimension, t.vectors "
+          "FROM unnest($2::text[], $3::bigint[], $4::integer[], $5::bytea[]) AS t(entry_id, version, dimension, vectors) "
+          "JOIN rapidqa.current_entries c ON c.entry_id = t.entry_id AND c.version = t.version "
+          "ON CONFLICT (fingerprint_id, entry_id, version) DO UPDATE SET dimension = EXCLUDED.dimension, "
+          "vectors = EXCLUDED.vectors",
+          {fingerprint_id, pg::text_array(ids), pg::text_array(versions), pg::text_array(dimensions),
+           pg::text_array(blobs)},
+          PGRES_COMMAND_OK, "saving vectors");
+      if (!inserted) return inserted.status();
     }
-  }
+    auto done = run("COMMIT", {}, PGRES_COMMAND_OK, "committing the vectors");
+    return done ? Status::ok() : done.status();
+  }();
+  if (!saved.is_ok() && !pg::lost(connection_.get())) (void)run("ROLLBACK", {}, PGRES_COMMAND_OK, "rolling back");
+  return saved;
+}
 
-  void drop_connection() {
-    connection_.reset();
-    connected_ = false;
-  }
-
-  void deliver() {
-    std::set<std::string> ids;
-    bool everything = false;
-    const int own = own_backend_->load();
-    while (PGnotify* raw = PQnotifies(connection_.get())) {
-      std::unique_ptr<PGnotify, void (*)(void*)> notification(raw, PQfreemem);
-      if (own != 0 && notification->be_pid == own) continue;  // this store's own commit
-      const std::string payload = notification->extra ? notification->extra : "";
-      auto parsed = nlohmann::json::parse(payload, nullptr, /*allow_exceptions=*/false);
-      if (!parsed.is_array()) {
-        everything = true;  // "*", or a payload this version does not read
-        continue;
-      }
-      for (const auto& id : parsed) {
-        if (id.is_string()) ids.insert(id.get<std::string>());
-      }
+Result<std::vector<StoredVectors>> PostgresKnowledgeStore::load_vectors(const std::string& fingerprint) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<StoredVectors> all;
+  if (schema_version_ < 2) return all;
+  auto rows = reading([&] {
+    return run(
+        "SELECT v.entry_id, v.version, v.dimension, v.vectors FROM rapidqa.phrasing_vectors v "
+        "JOIN rapidqa.encoder_fingerprints f ON f.id = v.fingerprint_id "
+        "JOIN rapidqa.current_entries c ON c.entry_id = v.entry_id AND c.version = v.version "
+        "WHERE f.fingerprint = $1 ORDER BY v.entry_id COLLATE \"C\"",
+        {fingerprint}, PGRES_TUPLES_OK, "loading vectors");
+  });
+  if (!rows) return rows.status();
+  const PGresult* result = rows->get();
+  std::string bytes;
+  for (int row = 0; row < PQntuples(result); ++row) {
+    StoredVectors v;
+    v.entry_id = pg::text_at(result, row, 0);
+    v.version = static_cast<std::uint64_t>(pg::int64_at(result, row, 1));
+    v.dimension = static_cast<std::size_t>(pg::int64_at(result, row, 2));
+    // A row that does not decode to whole rows is left out: its entry is
+    // encoded again, as if it had no vectors.
+    if (!pg::bytes_from_bytea_hex(PQgetvalue(result, row, 3), static_cast<std::size_t>(PQgetlength(result, row, 3)),
+                                  bytes) ||
+        v.dimension == 0 || bytes.empty() || bytes.size() % (v.dimension * sizeof(float)) != 0) {
+      continue;
     }
-    if (everything) {
-      if (watcher_.resync) watcher_.resync("a commit touched more entries than one notification names");
-    } else if (!ids.empty() && watcher_.changed) {
-      watcher_.changed(std::vector<std::string>(ids.begin(), ids.end()));
-    }
+    v.values.resize(bytes.size() / sizeof(float));
+    std::memcpy(v.values.data(), bytes.data(), bytes.size());
+    all.push_back(std::move(v));
   }
+  return all;
+}
 
-  const std::string uri_;
-  const std::string name_;
-  const StoreWatcher watcher_;
-  const std::shared_ptr<std::atomic<int>> own_backend_;
-  pg::ConnectionPtr connection_;  // the thread's own (start() sets it first)
-  std::atomic<bool> connected_{false};
-  std::atomic<bool> stop_{false};
-  std::thread thread_;
-};
+Status PostgresKnowledgeStore::drop_vectors_except(const std::string& keep) {
+  if (options_.read_only) return Status::failed_precondition(fmt::format("{} is open read-only", name_));
+  std::lock_guard<std::mutex> lock(mu_);
+  auto dropped = reading([&] {
+    return run(
+        "DELETE FROM rapidqa.phrasing_vectors WHERE fingerprint_id NOT IN "
+        "(SELECT id FROM rapidqa.encoder_fingerprints WHERE fingerprint = $1)",
+        {keep}, PGRES_COMMAND_OK, "dropping older vectors");
+  });
+  return dropped ? Status::ok() : dropped.status();
+}
+
+Status PostgresKnowledgeStore::save_encoder_state(const std::string& untrained_fingerprint, const std::string& state) {
+  if (options_.read_only) return Status::failed_precondition(fmt::format("{} is open read-only", name_));
+  std::lock_guard<std::mutex> lock(mu_);
+  auto saved = reading([&] {
+    return run(
+        "INSERT INTO rapidqa.encoder_states(untrained_fingerprint, state, saved_at_ms) VALUES ($1, $2::bytea, $3) "
+        "ON CONFLICT (untrained_fingerprint) DO UPDATE SET state = EXCLUDED.state, saved_at_ms = EXCLUDED.saved_at_ms",
+        {untrained_fingerprint, pg::bytea_hex(state.data(), state.size()), std::to_string(unix_now_ms())},
+        PGRES_COMMAND_OK, "saving the encoder's state");
+  });
+  return saved ? Status::ok() : saved.status();
+}
+
+Result<std::string> PostgresKnowledgeStore::load_encoder_state(const std::string& untrained_fingerprint) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (schema_version_ < 2) return std::string();
+  auto rows = reading([&] {
+    return run("SELECT state FROM rapidqa.encoder_states WHERE untrained_fingerprint = $1", {untrained_fingerprint},
+               PGRES_TUPLES_OK, "loading the encoder's state");
+  });
+  if (!rows) return rows.status();
+  if (PQntuples(rows->get()) == 0) return std::string();
+  std::string state;
+  if (!pg::bytes_from_bytea_hex(PQgetvalue(rows->get(), 0, 0), static_cast<std::size_t>(PQgetlength(rows->get(), 0, 0)),
+                                state)) {
+    return Status::data_loss(fmt::format("{}: the encoder's saved state is not bytea", name_));
+  }
+  return state;
+}
 
 Result<std::unique_ptr<StoreWatch>> PostgresKnowledgeStore::watch(StoreWatcher watcher) {
-  auto watch = std::make_unique<PostgresStoreWatch>(uri_, name_, std::move(watcher), writer_backend_);
-  if (Status s = watch->start(); !s.is_ok()) return s;
-  return std::unique_ptr<StoreWatch>(std::move(watch));
+  return start_postgres_watch(uri_, name_, std::move(watcher), writer_backend_);
 }
 
 }  // namespace

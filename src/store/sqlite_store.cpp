@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <cstring>
 #include <mutex>
 #include <utility>
 #include <vector>
@@ -14,64 +15,12 @@
 
 #include "common/bounded_json.h"
 #include "store/change_rules.h"
+#include "store/sqlite_support.h"
 #include "store/writer_lock.h"
 
 namespace rapidqa::store {
 namespace {
 
-constexpr std::int64_t kSchemaVersion = 1;
-
-// A failed SQLite call as a Status whose code says what the caller can do
-// about it: a full disk is kResourceExhausted, an I/O or permission error
-// kIoError, a damaged file kDataLoss, another connection's lock kUnavailable.
-Status sqlite_status(sqlite3* db, int code, const std::string& store_name, const std::string& what) {
-  const std::string message =
-      fmt::format("{}: {}: {} (SQLite error {})", store_name, what,
-                  db ? sqlite3_errmsg(db) : sqlite3_errstr(code), db ? sqlite3_extended_errcode(db) : code);
-  switch (code & 0xff) {
-    case SQLITE_FULL: return Status::resource_exhausted(message + "; the disk or file-size limit is full");
-    case SQLITE_IOERR:
-    case SQLITE_READONLY:
-    case SQLITE_CANTOPEN:
-    case SQLITE_PERM: return Status::io_error(message);
-    case SQLITE_CORRUPT:
-    case SQLITE_NOTADB: return Status::data_loss(message);
-    case SQLITE_BUSY:
-    case SQLITE_LOCKED: return Status::unavailable(message);
-    case SQLITE_NOMEM: return Status::resource_exhausted(message);
-    default: return Status::internal(message);
-  }
-}
-
-// One prepared statement, finalized with its owner.
-class Statement {
- public:
-  Statement() = default;
-  Statement(const Statement&) = delete;
-  Statement& operator=(const Statement&) = delete;
-  ~Statement() { sqlite3_finalize(stmt_); }
-
-  int prepare(sqlite3* db, const char* sql) { return sqlite3_prepare_v3(db, sql, -1, SQLITE_PREPARE_PERSISTENT, &stmt_, nullptr); }
-  sqlite3_stmt* get() { return stmt_; }
-  // Ready for the next use: unbound and rewound.
-  sqlite3_stmt* fresh() {
-    sqlite3_reset(stmt_);
-    sqlite3_clear_bindings(stmt_);
-    return stmt_;
-  }
-
- private:
-  sqlite3_stmt* stmt_ = nullptr;
-};
-
-void bind_text(sqlite3_stmt* stmt, int index, const std::string& text) {
-  sqlite3_bind_text(stmt, index, text.data(), static_cast<int>(text.size()), SQLITE_TRANSIENT);
-}
-
-std::string column_text(sqlite3_stmt* stmt, int index) {
-  const auto* text = reinterpret_cast<const char*>(sqlite3_column_text(stmt, index));
-  return text ? std::string(text, static_cast<std::size_t>(sqlite3_column_bytes(stmt, index))) : std::string();
-}
 
 std::int64_t unix_now_ms() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
@@ -101,6 +50,11 @@ class SqliteKnowledgeStore final : public KnowledgeStore {
   Result<std::vector<EntryVersion>> history(const std::string& id) override;
   Result<EntryVersion> version_of(const std::string& id, std::uint64_t version) override;
   Result<KnowledgeStoreStats> stats() override;
+  Status save_vectors(const std::string& fingerprint, const std::vector<StoredVectors>& vectors) override;
+  Result<std::vector<StoredVectors>> load_vectors(const std::string& fingerprint) override;
+  Status drop_vectors_except(const std::string& keep) override;
+  Status save_encoder_state(const std::string& untrained_fingerprint, const std::string& state) override;
+  Result<std::string> load_encoder_state(const std::string& untrained_fingerprint) override;
 
  private:
   struct Statements {
@@ -122,6 +76,11 @@ class SqliteKnowledgeStore final : public KnowledgeStore {
     return rc == SQLITE_OK ? Status::ok() : fail(rc, what);
   }
   Status check_integrity();
+  // Under mu_, inside a transaction: the id of a fingerprint, added when new.
+  Result<std::int64_t> fingerprint_id(const std::string& fingerprint);
+  // Runs `body` in one IMMEDIATE transaction, rolled back when it fails.
+  template <typename Body>
+  Status in_transaction(const std::string& what, Body&& body);
   Status create_or_check_schema();
   Status prepare_statements();
   // One change inside the open transaction.
@@ -138,6 +97,7 @@ class SqliteKnowledgeStore final : public KnowledgeStore {
   std::mutex mu_;                            // over everything below
   sqlite3* db_ = nullptr;
   std::unique_ptr<Statements> statements_;
+  std::int64_t schema_version_ = 0;  // the file's layout (a read-only open may find an older one)
 };
 
 Status SqliteKnowledgeStore::open(const KnowledgeStoreOptions& options) {
@@ -203,51 +163,9 @@ Status SqliteKnowledgeStore::check_integrity() {
 }
 
 Status SqliteKnowledgeStore::create_or_check_schema() {
-  Statement tables;
-  int rc = tables.prepare(db_, "SELECT name FROM sqlite_schema WHERE type='table'");
-  if (rc != SQLITE_OK) return fail(rc, "reading the schema");
-  bool has_version_table = false;
-  std::size_t table_count = 0;
-  while ((rc = sqlite3_step(tables.get())) == SQLITE_ROW) {
-    ++table_count;
-    if (column_text(tables.get(), 0) == "schema_version") has_version_table = true;
-  }
-  if (rc != SQLITE_DONE) return fail(rc, "reading the schema");
-
-  if (!has_version_table) {
-    if (table_count > 0) {
-      return Status::failed_precondition(
-          fmt::format("{}: the file is a SQLite database but not a knowledge store (no schema_version table); "
-                      "refusing to add tables to it",
-                      name_));
-    }
-    if (read_only_) {
-      return Status::failed_precondition(fmt::format("{}: the store is empty (never opened for writing)", name_));
-    }
-    return exec(
-        "BEGIN IMMEDIATE;"
-        "CREATE TABLE schema_version(version INTEGER NOT NULL);"
-        "INSERT INTO schema_version VALUES (1);"
-        "CREATE TABLE entry_versions("
-        "  entry_id TEXT NOT NULL, version INTEGER NOT NULL, removed INTEGER NOT NULL,"
-        "  body TEXT NOT NULL, committed_at_ms INTEGER NOT NULL,"
-        "  PRIMARY KEY (entry_id, version)) WITHOUT ROWID;"
-        "CREATE TABLE current_entries("
-        "  entry_id TEXT PRIMARY KEY, version INTEGER NOT NULL, body TEXT NOT NULL) WITHOUT ROWID;"
-        "COMMIT;",
-        "creating the schema");
-  }
-  Statement version;
-  rc = version.prepare(db_, "SELECT max(version) FROM schema_version");
-  if (rc != SQLITE_OK) return fail(rc, "reading the schema version");
-  rc = sqlite3_step(version.get());
-  if (rc != SQLITE_ROW) return fail(rc, "reading the schema version");
-  const std::int64_t found = sqlite3_column_int64(version.get(), 0);
-  if (found > kSchemaVersion) {
-    return Status::failed_precondition(fmt::format(
-        "{}: written by a newer rapidqa (schema version {}, this one reads up to {})", name_, found, kSchemaVersion));
-  }
-  if (found < 1) return Status::data_loss(fmt::format("{}: the schema_version table is empty", name_));
+  auto version = create_or_migrate_sqlite_schema(db_, name_, read_only_);
+  if (!version) return version.status();
+  schema_version_ = *version;
   return Status::ok();
 }
 
@@ -469,11 +387,12 @@ Result<KnowledgeStoreStats> SqliteKnowledgeStore::stats() {
   std::lock_guard<std::mutex> lock(mu_);
   KnowledgeStoreStats stats;
   stats.uri = name_;
-  stats.schema_version = kSchemaVersion;
-  const std::pair<std::size_t*, const char*> counts[] = {
+  stats.schema_version = schema_version_;
+  std::vector<std::pair<std::size_t*, const char*>> counts = {
       {&stats.current_entries, "SELECT count(*) FROM current_entries"},
       {&stats.versions, "SELECT count(*) FROM entry_versions"},
   };
+  if (schema_version_ >= 2) counts.emplace_back(&stats.stored_vectors, "SELECT count(*) FROM phrasing_vectors");
   for (const auto& [out, sql] : counts) {
     Statement count;
     int rc = count.prepare(db_, sql);
@@ -483,6 +402,153 @@ Result<KnowledgeStoreStats> SqliteKnowledgeStore::stats() {
   }
   stats.bytes = file_size(path_) + file_size(path_ + "-wal");
   return stats;
+}
+
+template <typename Body>
+Status SqliteKnowledgeStore::in_transaction(const std::string& what, Body&& body) {
+  if (Status s = exec("BEGIN IMMEDIATE", what); !s.is_ok()) return s;
+  Status s = body();
+  if (s.is_ok()) {
+    const int rc = sqlite3_exec(db_, "COMMIT", nullptr, nullptr, nullptr);
+    if (rc == SQLITE_OK) return s;
+    s = fail(rc, what);
+  }
+  if (!sqlite3_get_autocommit(db_)) (void)sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+  return s;
+}
+
+Result<std::int64_t> SqliteKnowledgeStore::fingerprint_id(const std::string& fingerprint) {
+  Statement add, find;
+  int rc = add.prepare(db_, "INSERT OR IGNORE INTO encoder_fingerprints(fingerprint) VALUES (?1)");
+  if (rc == SQLITE_OK) {
+    bind_text(add.get(), 1, fingerprint);
+    rc = sqlite3_step(add.get());
+  }
+  if (rc != SQLITE_DONE && rc != SQLITE_OK) return fail(rc, "recording an encoder fingerprint");
+  rc = find.prepare(db_, "SELECT id FROM encoder_fingerprints WHERE fingerprint = ?1");
+  if (rc == SQLITE_OK) {
+    bind_text(find.get(), 1, fingerprint);
+    rc = sqlite3_step(find.get());
+  }
+  if (rc != SQLITE_ROW) return fail(rc, "reading an encoder fingerprint");
+  return sqlite3_column_int64(find.get(), 0);
+}
+
+Status SqliteKnowledgeStore::save_vectors(const std::string& fingerprint, const std::vector<StoredVectors>& vectors) {
+  if (read_only_) return Status::failed_precondition(fmt::format("{} is open read-only", name_));
+  std::lock_guard<std::mutex> lock(mu_);
+  return in_transaction("saving vectors", [&]() -> Status {
+    auto id = fingerprint_id(fingerprint);
+    if (!id) return id.status();
+    Statement drop_older, insert;
+    int rc = drop_older.prepare(
+        db_, "DELETE FROM phrasing_vectors WHERE fingerprint_id = ?1 AND entry_id = ?2 AND version <> ?3");
+    if (rc == SQLITE_OK) {
+      rc = insert.prepare(db_,
+                          "INSERT OR REPLACE INTO phrasing_vectors(fingerprint_id, entry_id, version, dimension, "
+                          "vectors) SELECT ?1, ?2, ?3, ?4, ?5 WHERE EXISTS (SELECT 1 FROM current_entries "
+                          "WHERE entry_id = ?2 AND version = ?3)");
+    }
+    if (rc != SQLITE_OK) return fail(rc, "preparing to save vectors");
+    for (const StoredVectors& v : vectors) {
+      if (v.dimension == 0 || v.values.empty() || v.values.size() % v.dimension != 0) {
+        return Status::invalid_argument(fmt::format("vectors of entry '{}': {} values are not rows of {}",
+                                                    detail::clip_for_message(v.entry_id), v.values.size(),
+                                                    v.dimension));
+      }
+      for (Statement* statement : {&drop_older, &insert}) {
+        sqlite3_stmt* row = statement->fresh();
+        sqlite3_bind_int64(row, 1, *id);
+        bind_text(row, 2, v.entry_id);
+        sqlite3_bind_int64(row, 3, static_cast<std::int64_t>(v.version));
+        if (statement == &insert) {
+          sqlite3_bind_int64(row, 4, static_cast<std::int64_t>(v.dimension));
+          sqlite3_bind_blob64(row, 5, v.values.data(), v.values.size() * sizeof(float), SQLITE_STATIC);
+        }
+        rc = sqlite3_step(row);
+        sqlite3_reset(row);
+        if (rc != SQLITE_DONE) return fail(rc, "saving vectors");
+      }
+    }
+    return Status::ok();
+  });
+}
+
+Result<std::vector<StoredVectors>> SqliteKnowledgeStore::load_vectors(const std::string& fingerprint) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<StoredVectors> all;
+  if (schema_version_ < 2) return all;  // an older file opened read-only keeps none
+  Statement rows;
+  int rc = rows.prepare(db_,
+                        "SELECT v.entry_id, v.version, v.dimension, v.vectors FROM phrasing_vectors v "
+                        "JOIN encoder_fingerprints f ON f.id = v.fingerprint_id "
+                        "JOIN current_entries c ON c.entry_id = v.entry_id AND c.version = v.version "
+                        "WHERE f.fingerprint = ?1 ORDER BY v.entry_id");
+  if (rc != SQLITE_OK) return fail(rc, "loading vectors");
+  bind_text(rows.get(), 1, fingerprint);
+  while ((rc = sqlite3_step(rows.get())) == SQLITE_ROW) {
+    StoredVectors v;
+    v.entry_id = column_text(rows.get(), 0);
+    v.version = static_cast<std::uint64_t>(sqlite3_column_int64(rows.get(), 1));
+    v.dimension = static_cast<std::size_t>(sqlite3_column_int64(rows.get(), 2));
+    const auto bytes = static_cast<std::size_t>(sqlite3_column_bytes(rows.get(), 3));
+    // A row whose size does not fit its dimension is left out: its entry
+    // is encoded again, as if it had no vectors.
+    if (v.dimension == 0 || bytes == 0 || bytes % (v.dimension * sizeof(float)) != 0) continue;
+    v.values.resize(bytes / sizeof(float));
+    std::memcpy(v.values.data(), sqlite3_column_blob(rows.get(), 3), bytes);
+    all.push_back(std::move(v));
+  }
+  if (rc != SQLITE_DONE) return fail(rc, "loading vectors");
+  return all;
+}
+
+Status SqliteKnowledgeStore::drop_vectors_except(const std::string& keep) {
+  if (read_only_) return Status::failed_precondition(fmt::format("{} is open read-only", name_));
+  std::lock_guard<std::mutex> lock(mu_);
+  return in_transaction("dropping older vectors", [&]() -> Status {
+    Statement drop;
+    int rc = drop.prepare(db_,
+                          "DELETE FROM phrasing_vectors WHERE fingerprint_id NOT IN "
+                          "(SELECT id FROM encoder_fingerprints WHERE fingerprint = ?1)");
+    if (rc == SQLITE_OK) {
+      bind_text(drop.get(), 1, keep);
+      rc = sqlite3_step(drop.get());
+    }
+    return rc == SQLITE_DONE ? Status::ok() : fail(rc, "dropping older vectors");
+  });
+}
+
+Status SqliteKnowledgeStore::save_encoder_state(const std::string& untrained_fingerprint, const std::string& state) {
+  if (read_only_) return Status::failed_precondition(fmt::format("{} is open read-only", name_));
+  std::lock_guard<std::mutex> lock(mu_);
+  return in_transaction("saving the encoder's state", [&]() -> Status {
+    Statement save;
+    int rc = save.prepare(db_,
+                          "INSERT OR REPLACE INTO encoder_states(untrained_fingerprint, state, saved_at_ms) "
+                          "VALUES (?1, ?2, ?3)");
+    if (rc == SQLITE_OK) {
+      bind_text(save.get(), 1, untrained_fingerprint);
+      sqlite3_bind_blob64(save.get(), 2, state.data(), state.size(), SQLITE_STATIC);
+      sqlite3_bind_int64(save.get(), 3, unix_now_ms());
+      rc = sqlite3_step(save.get());
+    }
+    return rc == SQLITE_DONE ? Status::ok() : fail(rc, "saving the encoder's state");
+  });
+}
+
+Result<std::string> SqliteKnowledgeStore::load_encoder_state(const std::string& untrained_fingerprint) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (schema_version_ < 2) return std::string();
+  Statement load;
+  int rc = load.prepare(db_, "SELECT state FROM encoder_states WHERE untrained_fingerprint = ?1");
+  if (rc != SQLITE_OK) return fail(rc, "loading the encoder's state");
+  bind_text(load.get(), 1, untrained_fingerprint);
+  rc = sqlite3_step(load.get());
+  if (rc == SQLITE_DONE) return std::string();
+  if (rc != SQLITE_ROW) return fail(rc, "loading the encoder's state");
+  const auto* bytes = static_cast<const char*>(sqlite3_column_blob(load.get(), 0));
+  return std::string(bytes ? bytes : "", static_cast<std::size_t>(sqlite3_column_bytes(load.get(), 0)));
 }
 
 }  // namespace
