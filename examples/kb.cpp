@@ -37,7 +37,7 @@ void print_usage(std::FILE* to) {
                "  export FILE             write the current entries to a JSONL file\n"
                "  history ID              every version of an entry, one JSON object per line\n"
                "  rollback ID VERSION     make a new version of the entry equal to VERSION\n"
-               "  stats                   entries, versions and size of the store, as JSON\n");
+               "  stats                   entries, versions, stored vectors and size of the store, as JSON\n");
 }
 
 int fail(const rapidqa::Status& s) {
@@ -144,6 +144,7 @@ int tool_main(int argc, char** argv) {
                                             {"current_entries", stats->current_entries},
                                             {"versions", stats->versions},
                                             {"schema_version", stats->schema_version},
+                                            {"stored_vectors", stats->stored_vectors},
                                             {"bytes", stats->bytes}})
               << "\n";
   }

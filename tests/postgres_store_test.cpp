@@ -317,6 +317,6 @@ TEST_CASE("Unreachable servers, bad URIs and passwords in messages", "[postgres]
   auto stats = reader->stats();
   REQUIRE(stats);
   CHECK(stats->current_entries == 1);
-  CHECK(stats->schema_version == 1);
+  CHECK(stats->schema_version == 2);
   CHECK(stats->bytes > 0);
 }

@@ -10,6 +10,7 @@
 #include <sqlite3.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -25,6 +26,7 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
+#include "rapidqa/hashing_encoder.h"
 #include "rapidqa/knowledge_store.h"
 #include "rapidqa/qa_engine.h"
 #include "store_test_support.h"
@@ -165,7 +167,7 @@ STORE_TEST_CASE(engine_restarts, "An engine on a store keeps its knowledge, vers
   REQUIRE(stats);
   CHECK(stats->current_entries == 1);
   CHECK(stats->versions == 4);
-  CHECK(stats->schema_version == 1);
+  CHECK(stats->schema_version == 2);
 }
 
 STORE_TEST_CASE(rollback, "Rolling back makes a new version equal to the old one and drops the cached answers",
@@ -504,4 +506,157 @@ STORE_TEST_CASE(crash_safety, "Every acknowledged change survives SIGKILL at ran
     REQUIRE_FALSE(answer->matches.empty());
     CHECK(answer->matches[0].version == e.version);
   }
+}
+
+namespace {
+
+// The built-in encoder, counting the texts it encodes, so a test can tell
+// a restart that read its vectors from one that encoded them.
+class CountingEncoder final : public rapidqa::Encoder {
+ public:
+  explicit CountingEncoder(rapidqa::HashingEncoderOptions options = {})
+      : inner_(std::move(rapidqa::HashingEncoder::create(options)).value()) {}
+  std::size_t dimension() const override { return inner_->dimension(); }
+  std::string name() const override { return inner_->name(); }
+  bool is_lightweight() const override { return true; }
+  rapidqa::Status encode(const std::vector<std::string>& texts, std::vector<float>& out) const override {
+    encoded += texts.size();
+    return inner_->encode(texts, out);
+  }
+  void adapt(const std::vector<std::string>& corpus) override { inner_->adapt(corpus); }
+  std::string fingerprint() const override { return inner_->fingerprint(); }
+  std::string learned_state() const override { return inner_->learned_state(); }
+  rapidqa::Status restore_learned_state(const std::string& state) override {
+    return inner_->restore_learned_state(state);
+  }
+  mutable std::atomic<std::size_t> encoded{0};
+
+ private:
+  std::unique_ptr<rapidqa::HashingEncoder> inner_;
+};
+
+std::unique_ptr<QAEngine> engine_with(const std::string& uri, std::shared_ptr<rapidqa::Encoder> encoder,
+                                      std::vector<std::string>* log = nullptr) {
+  EngineOptions options;
+  options.knowledge_store = uri;
+  options.encoder = std::move(encoder);
+  options.rebuild_workers = 0;
+  if (log) options.log = [log](rapidqa::LogLevel, const std::string& message) { log->push_back(message); };
+  auto engine = QAEngine::create(std::move(options));
+  INFO(engine.status().to_string());
+  REQUIRE(engine);
+  return std::move(engine).value();
+}
+
+bool logged(const std::vector<std::string>& log, const std::string& part) {
+  return std::any_of(log.begin(), log.end(), [&](const std::string& line) { return line.find(part) != std::string::npos; });
+}
+
+}  // namespace
+
+STORE_TEST_CASE(restart_reads_vectors,
+                "A restart reads the vectors it saved instead of encoding, and encodes only what changed",
+                "[store][restart]") {
+  std::vector<KnowledgeEntry> entries;
+  for (int i = 0; i < 60; ++i) {
+    KnowledgeEntry e = faq("id" + std::to_string(i), "how do i do thing number " + std::to_string(i),
+                           "do it like " + std::to_string(i));
+    e.alternates = {"thing " + std::to_string(i) + " how to"};
+    entries.push_back(e);
+  }
+  float first_score = 0;
+  {
+    auto encoder = std::make_shared<CountingEncoder>();
+    auto engine = engine_with(backend.uri(), encoder);
+    REQUIRE(engine->load_entries(entries));
+    CHECK(encoder->encoded >= 120);
+    auto answer = engine->ask("how do i do thing number 17");
+    REQUIRE(answer);
+    first_score = answer->score;
+  }
+  {
+    // Same encoder: the learned state and every vector come from the store.
+    auto encoder = std::make_shared<CountingEncoder>();
+    std::vector<std::string> log;
+    auto engine = engine_with(backend.uri(), encoder, &log);
+    CHECK(encoder->encoded == 0);
+    CHECK(logged(log, "read the vectors of 60 of 60 entries"));
+    auto answer = engine->ask("how do i do thing number 17");
+    REQUIRE(answer);
+    CHECK(answer->text == "do it like 17");
+    CHECK(answer->score == Approx(first_score).margin(1e-6));
+    // A change made now is saved with its vectors when the engine closes.
+    REQUIRE(engine->update_entry(faq("id3", "how do i do thing number 3 now", "like this now")).is_ok());
+  }
+  {
+    // Another writer changes one entry while no engine runs.
+    auto store = open_store(backend.uri());
+    REQUIRE(store->commit({StoreChange::update(faq("id5", "how do i do thing five", "five"))}));
+  }
+  {
+    auto encoder = std::make_shared<CountingEncoder>();
+    std::vector<std::string> log;
+    auto engine = engine_with(backend.uri(), encoder, &log);
+    CHECK(encoder->encoded == 1);  // id5's one phrasing; id3's vectors were saved at close
+    CHECK(logged(log, "read the vectors of 59 of 60 entries"));
+    CHECK(engine->ask("how do i do thing five")->text == "five");
+    CHECK(engine->ask("how do i do thing number 3 now")->text == "like this now");
+  }
+  {
+    // Another encoder (other options): everything is encoded again, and the
+    // log says why.
+    rapidqa::HashingEncoderOptions other;
+    other.dimension = 256;
+    auto encoder = std::make_shared<CountingEncoder>(other);
+    std::vector<std::string> log;
+    auto engine = engine_with(backend.uri(), encoder, &log);
+    CHECK(encoder->encoded == 118);  // 58 entries of two phrasings, id3 and id5 of one
+    CHECK(logged(log, "encoding all 60 entries: the store keeps no vectors made by this encoder"));
+    CHECK(engine->ask("how do i do thing number 17")->text == "do it like 17");
+  }
+  auto stats = open_store(backend.uri(), /*read_only=*/true)->stats();
+  REQUIRE(stats);
+  // The encoder that learned anew dropped the vectors of the earlier one.
+  CHECK(stats->stored_vectors == 60);
+}
+
+TEST_CASE("A store of an older layout is migrated at open and keeps its entries", "[store][sqlite]") {
+  ScratchDir dir("migrate");
+  const std::string path = (dir.path / "kb.db").string();
+  sqlite3* db = nullptr;
+  REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
+  // Layout version 1, as rapidqa 0.2's first store wrote it.
+  REQUIRE(sqlite3_exec(db,
+                       "CREATE TABLE schema_version(version INTEGER NOT NULL);"
+                       "INSERT INTO schema_version VALUES (1);"
+                       "CREATE TABLE entry_versions(entry_id TEXT NOT NULL, version INTEGER NOT NULL,"
+                       "  removed INTEGER NOT NULL, body TEXT NOT NULL, committed_at_ms INTEGER NOT NULL,"
+                       "  PRIMARY KEY (entry_id, version)) WITHOUT ROWID;"
+                       "CREATE TABLE current_entries(entry_id TEXT PRIMARY KEY, version INTEGER NOT NULL,"
+                       "  body TEXT NOT NULL) WITHOUT ROWID;"
+                       "INSERT INTO entry_versions VALUES ('hours', 1, 0,"
+                       "  '{\"id\":\"hours\",\"question\":\"When are you open?\",\"answer\":\"9 to 5\"}', 0);"
+                       "INSERT INTO current_entries VALUES ('hours', 1,"
+                       "  '{\"id\":\"hours\",\"question\":\"When are you open?\",\"answer\":\"9 to 5\"}');",
+                       nullptr, nullptr, nullptr) == SQLITE_OK);
+  sqlite3_close(db);
+  {
+    // Read-only: read as it is, nothing migrated.
+    auto reader = open_store(dir.uri(), /*read_only=*/true);
+    CHECK(reader->stats()->schema_version == 1);
+    CHECK(reader->load_vectors("any")->empty());
+  }
+  auto engine = engine_on(dir.uri());
+  CHECK(engine->store_stats()->schema_version == 2);
+  CHECK(engine->ask("When are you open?")->text == "9 to 5");
+  CHECK(engine->store_stats()->stored_vectors == 1);
+  // A layout newer than this library's is refused, untouched.
+  engine.reset();
+  REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
+  REQUIRE(sqlite3_exec(db, "UPDATE schema_version SET version = 99", nullptr, nullptr, nullptr) == SQLITE_OK);
+  sqlite3_close(db);
+  auto newer = KnowledgeStore::open(dir.uri());
+  REQUIRE_FALSE(newer);
+  CHECK(newer.status().code() == StatusCode::kFailedPrecondition);
+  CHECK(newer.status().message().find("newer") != std::string::npos);
 }

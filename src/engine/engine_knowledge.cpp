@@ -23,8 +23,80 @@ Status committed_but_not_applied(const std::string& what, const Status& cause) {
 }  // namespace
 
 EngineKnowledge::EngineKnowledge(std::shared_ptr<Encoder> encoder, KnowledgeBaseOptions options, DegradedPath* mirror,
-                                 std::unique_ptr<KnowledgeStore> store)
-    : base_(std::move(encoder), std::move(options)), mirror_(mirror), store_(std::move(store)) {}
+                                 std::unique_ptr<KnowledgeStore> store, LogSink log)
+    : base_(encoder, std::move(options)),
+      mirror_(mirror),
+      store_(std::move(store)),
+      encoder_(std::move(encoder)),
+      log_(std::move(log)) {
+  // Taken before the encoder learns from this knowledge (a transformer's
+  // fingerprint hashes its files: only worth it with a store).
+  if (store_) untrained_fingerprint_ = encoder_->fingerprint();
+}
+
+EngineKnowledge::~EngineKnowledge() {
+  if (store_) (void)save_unsaved_vectors();
+}
+
+KnowledgeBase::EncodeProgress EngineKnowledge::progress_log(const std::string& what) const {
+  if (!log_) return nullptr;
+  auto last_tenth = std::make_shared<std::size_t>(0);
+  return [this, what, last_tenth](std::size_t done, std::size_t total) {
+    if (total <= 1000) return;  // one encoder call: nothing to wait for
+    const std::size_t tenth = total ? done * 10 / total : 10;
+    if (tenth == *last_tenth && done != total) return;
+    *last_tenth = tenth;
+    log_(LogLevel::kInfo, fmt::format("{}: {}/{} entries encoded", what, done, total));
+  };
+}
+
+void EngineKnowledge::vectors_changed(const std::string& id) {
+  if (!store_) return;
+  unsaved_vectors_.insert(id);
+  // Batched: one transaction per few hundred changes, not one per change
+  // (which would halve write throughput for a cache's sake).
+  if (unsaved_vectors_.size() >= 256) (void)save_unsaved_vectors();
+}
+
+Status EngineKnowledge::save_unsaved_vectors() {
+  if (!store_ || unsaved_vectors_.empty()) return Status::ok();
+  std::vector<StoredVectors> vectors;
+  for (const std::string& id : unsaved_vectors_) {
+    const KnowledgeEntry* entry = base_.find(id);
+    if (!entry) continue;  // removed since
+    StoredVectors v;
+    v.entry_id = id;
+    v.version = entry->version;
+    v.dimension = encoder_->dimension();
+    v.values = base_.phrasing_vectors(id);
+    vectors.push_back(std::move(v));
+  }
+  Status saved = store_->save_vectors(encoder_->fingerprint(), vectors);
+  if (saved.is_ok()) {
+    unsaved_vectors_.clear();
+  } else if (log_) {
+    log_(LogLevel::kWarning, fmt::format("saving the vectors of {} changed entries failed ({}); the next start "
+                                         "encodes them again",
+                                         vectors.size(), saved.message()));
+  }
+  return saved;
+}
+
+void EngineKnowledge::save_everything_encoded() {
+  const std::string state = encoder_->learned_state();
+  Status saved = state.empty() ? Status::ok() : store_->save_encoder_state(untrained_fingerprint_, state);
+  if (saved.is_ok()) {
+    for (std::string& id : base_.ids()) unsaved_vectors_.insert(std::move(id));
+    saved = save_unsaved_vectors();
+  }
+  // An encoder that learns made every vector of its earlier states useless.
+  if (saved.is_ok() && !state.empty()) saved = store_->drop_vectors_except(encoder_->fingerprint());
+  if (!saved.is_ok() && log_) {
+    log_(LogLevel::kWarning, fmt::format("saving the encoder's state and vectors failed ({}); the next start "
+                                         "encodes everything again",
+                                         saved.message()));
+  }
+}
 
 void EngineKnowledge::mirror(const std::string& id) {
   if (mirror_) mirror_->mirror_entry(id, base_.find(id));
@@ -51,14 +123,59 @@ cache::KnowledgeChange EngineKnowledge::removal_change(const std::string& id) co
 Result<cache::KnowledgeChange> EngineKnowledge::load_from_store() {
   auto entries = store_->load_current();
   if (!entries) return entries.status();
-  return replace_in_memory(std::move(entries).value());
+  const std::size_t total = entries->size();
+  auto state = store_->load_encoder_state(untrained_fingerprint_);
+  if (!state) return state.status();
+  if (!state->empty()) {
+    if (Status restored = encoder_->restore_learned_state(*state); !restored.is_ok() && log_) {
+      log_(LogLevel::kWarning, fmt::format("the encoder's saved state is not usable ({}); learning it again",
+                                           restored.message()));
+    }
+  }
+  const std::string fingerprint = encoder_->fingerprint();
+  auto vectors = store_->load_vectors(fingerprint);
+  if (!vectors) return vectors.status();
+  if (vectors->empty()) {
+    if (log_ && total > 0) {
+      log_(LogLevel::kInfo, fmt::format("encoding all {} entries: the store keeps no vectors made by this encoder "
+                                        "({}; first start, or the encoder or its options changed)",
+                                        total, fingerprint));
+    }
+    auto loaded = replace_in_memory(std::move(entries).value());
+    if (loaded && total > 0) save_everything_encoded();
+    return loaded;
+  }
+  KnowledgeBase::KnownVectors known;
+  known.reserve(vectors->size());
+  for (const StoredVectors& v : *vectors) known.emplace(v.entry_id, &v);
+  const std::size_t before = unsaved_vectors_.size();
+  auto loaded = replace_in_memory(std::move(entries).value(), &known);
+  if (!loaded) return loaded;
+  const std::size_t encoded = unsaved_vectors_.size() - before;
+  if (log_) {
+    log_(LogLevel::kInfo, fmt::format("read the vectors of {} of {} entries from the store; encoded {} (new or "
+                                      "changed since their vectors were saved)",
+                                      total - encoded, total, encoded));
+  }
+  (void)save_unsaved_vectors();
+  return loaded;
 }
 
-Result<cache::KnowledgeChange> EngineKnowledge::replace_in_memory(std::vector<KnowledgeEntry> entries) {
+Result<cache::KnowledgeChange> EngineKnowledge::replace_in_memory(std::vector<KnowledgeEntry> entries,
+                                                                  const KnowledgeBase::KnownVectors* known) {
   std::vector<KnowledgeEntry> mirror_copy;
   if (mirror_) mirror_copy = entries;
-  Status s = base_.replace_all(std::move(entries));
-  if (!s.is_ok()) return s;
+  if (known) {
+    auto encoded = base_.replace_all_reusing(std::move(entries), *known, progress_log("loading"));
+    if (!encoded) return encoded.status();
+    // What had no reusable vectors was encoded: its vectors are to be saved.
+    if (store_) {
+      for (std::string& id : *encoded) unsaved_vectors_.insert(std::move(id));
+    }
+  } else {
+    Status s = base_.replace_all(std::move(entries), progress_log("encoding"));
+    if (!s.is_ok()) return s;
+  }
   if (mirror_) mirror_->mirror_all(std::move(mirror_copy));
   cache::KnowledgeChange reload;
   reload.kind = cache::KnowledgeChange::Kind::kReload;
@@ -84,6 +201,7 @@ Result<cache::KnowledgeChange> EngineKnowledge::commit_then_apply(StoreChange ch
   Status s = base_.put(std::move(change.entry), version.version);
   if (!s.is_ok()) return committed_but_not_applied(fmt::format("version {} of entry '{}'", version.version, id), s);
   mirror(id);
+  vectors_changed(id);
   return upsert_change(id);
 }
 
@@ -95,8 +213,13 @@ Result<cache::KnowledgeChange> EngineKnowledge::replace_all(std::vector<Knowledg
     }
     auto replaced = replace_store_entries(*store_, std::move(entries));
     if (!replaced) return replaced.status();
-    auto reload = load_from_store();
+    // New knowledge, as without a store: the encoder learns from all of it
+    // again, and its state and every vector are saved for the next start.
+    auto current = store_->load_current();
+    if (!current) return committed_but_not_applied("the new knowledge", current.status());
+    auto reload = replace_in_memory(std::move(current).value());
     if (!reload) return committed_but_not_applied("the new knowledge", reload.status());
+    save_everything_encoded();
     return reload;
   }
   return replace_in_memory(std::move(entries));
@@ -172,6 +295,7 @@ Result<std::vector<cache::KnowledgeChange>> EngineKnowledge::follow_store(const 
       continue;
     }
     mirror(id);
+    vectors_changed(id);
     events.push_back(upsert_change(id));
   }
   for (const std::string& id : entry_ids ? *entry_ids : base_.ids()) {
@@ -193,6 +317,8 @@ Status EngineKnowledge::reindex() {
   Status s = base_.reindex();
   if (!s.is_ok()) return s;
   if (mirror_) mirror_->reindex();
+  // The encoder learned anew: its state and every vector change.
+  if (store_) save_everything_encoded();
   return s;
 }
 

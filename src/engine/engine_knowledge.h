@@ -22,6 +22,7 @@
 #include <mutex>
 #include <shared_mutex>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "cache/knowledge_change.h"
@@ -30,6 +31,7 @@
 #include "rapidqa/encoder.h"
 #include "rapidqa/knowledge_entry.h"
 #include "rapidqa/knowledge_store.h"
+#include "rapidqa/log.h"
 #include "rapidqa/status.h"
 
 namespace rapidqa::engine {
@@ -39,8 +41,12 @@ class EngineKnowledge {
   // mirror: the degraded path whose lexical index follows every change;
   // null when there is none. It must outlive this object.
   // store: where changes are committed first; null = memory only.
+  // log: where loading from the store says what it read and what it
+  // encoded, and where a failure to save vectors is reported.
   EngineKnowledge(std::shared_ptr<Encoder> encoder, KnowledgeBaseOptions options, DegradedPath* mirror,
-                  std::unique_ptr<KnowledgeStore> store);
+                  std::unique_ptr<KnowledgeStore> store, LogSink log);
+  // Saves the vectors not saved yet (see save_unsaved_vectors).
+  ~EngineKnowledge();
 
   std::unique_lock<std::shared_mutex> write() const { return std::unique_lock<std::shared_mutex>(mu_); }
   std::shared_lock<std::shared_mutex> read() const { return std::shared_lock<std::shared_mutex>(mu_); }
@@ -52,8 +58,17 @@ class EngineKnowledge {
   KnowledgeStore* store() const { return store_.get(); }
 
   // Loads the store's current entries into memory (at engine start), under
-  // write(); the event to publish, as for replace_all.
+  // write(); the event to publish, as for replace_all. Fast restarts: the
+  // encoder's learned state and the vectors the store keeps for this
+  // encoder's fingerprint are read instead of encoding again; entries
+  // without vectors (new or changed since they were saved, or all of them
+  // when the encoder changed) are encoded, with progress in the log, and
+  // their vectors saved for the next start.
   Result<cache::KnowledgeChange> load_from_store();
+  // Saves the vectors of entries changed since they were last saved (the
+  // engine saves them in batches, and when it closes; vectors lost in a
+  // crash are encoded again at the next start). Under write().
+  Status save_unsaved_vectors();
 
   // Changes, under write(). On error nothing changes and there is nothing
   // to publish.
@@ -89,7 +104,16 @@ class EngineKnowledge {
   // committed version; the event to publish.
   Result<cache::KnowledgeChange> commit_then_apply(StoreChange change);
   // Every entry replaced in memory (and in the lexical mirror); kReload.
-  Result<cache::KnowledgeChange> replace_in_memory(std::vector<KnowledgeEntry> entries);
+  // `known`: vectors to reuse instead of encoding (without refitting the
+  // encoder); null refits the encoder and encodes everything.
+  Result<cache::KnowledgeChange> replace_in_memory(std::vector<KnowledgeEntry> entries,
+                                                   const KnowledgeBase::KnownVectors* known = nullptr);
+  // Logs encoding progress about every tenth of the way.
+  KnowledgeBase::EncodeProgress progress_log(const std::string& what) const;
+  // The entry's vectors are to be saved (in a batch, or when closing).
+  void vectors_changed(const std::string& id);
+  // After a full encode: the encoder's learned state and every vector.
+  void save_everything_encoded();
 
   mutable std::shared_mutex mu_;
   KnowledgeBase base_;   // guarded by mu_
@@ -97,6 +121,12 @@ class EngineKnowledge {
   // Changes are committed under mu_ held exclusively, so the store's
   // current entries and base_ never differ once a change has returned.
   std::unique_ptr<KnowledgeStore> store_;
+  std::shared_ptr<Encoder> encoder_;  // the base's, for its fingerprint and learned state
+  LogSink log_;
+  // The encoder's fingerprint before it learned anything: the key of its
+  // learned state in the store ("" without a store).
+  std::string untrained_fingerprint_;
+  std::unordered_set<std::string> unsaved_vectors_;  // entry ids; guarded by mu_
 };
 
 }  // namespace rapidqa::engine

@@ -66,42 +66,102 @@ Status KnowledgeBase::check_phrasings(const KnowledgeEntry& entry) const {
   return Status::ok();
 }
 
-Status KnowledgeBase::replace_all(std::vector<KnowledgeEntry> entries) {
+Status KnowledgeBase::replace_all(std::vector<KnowledgeEntry> entries, const EncodeProgress& progress) {
+  // Every id and phrasing is checked before the encoder learns from them,
+  // so a bad entry leaves the encoder as it was.
   std::unordered_set<std::string> ids;
-  std::vector<const KnowledgeEntry*> pointers;
+  std::vector<std::string> corpus;
   for (const auto& e : entries) {
     if (!ids.insert(e.id).second) return Status::already_exists(fmt::format("duplicate entry id '{}'", e.id));
-    pointers.push_back(&e);
+    for (const std::string* phrasing : phrasings_of(e)) {
+      auto text = encoder_input(*phrasing);
+      if (!text) return Status::invalid_argument(fmt::format("entry '{}': {}", e.id, text.status().message()));
+      corpus.push_back(std::move(text).value());
+    }
   }
-  Encoded encoded;
-  std::vector<std::size_t> counts;
-  Status s = encode_phrasings(pointers, encoded, &counts, /*refit_encoder=*/true);
-  if (!s.is_ok()) return s;
+  encoder_->adapt(corpus);
+  corpus = {};
+  auto replaced = replace_all_reusing(std::move(entries), {}, progress);
+  return replaced ? Status::ok() : replaced.status();
+}
 
-  index::VectorIndex fresh(index_options(encoder_->dimension(), options_));
+Result<std::vector<std::string>> KnowledgeBase::replace_all_reusing(std::vector<KnowledgeEntry> entries, const KnownVectors& known,
+                                                       const EncodeProgress& progress) {
+  std::unordered_set<std::string> ids;
+  for (const auto& e : entries) {
+    if (!ids.insert(e.id).second) return Status::already_exists(fmt::format("duplicate entry id '{}'", e.id));
+  }
+  const std::size_t dim = encoder_->dimension();
+  // Which entries have usable vectors, and where each entry's rows start.
+  std::vector<const StoredVectors*> reused(entries.size(), nullptr);
+  std::vector<std::size_t> first_row(entries.size());
+  std::vector<std::size_t> to_encode;
+  std::size_t rows = 0;
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    if (entries[i].version == 0) entries[i].version = 1;
+    const std::size_t phrasings = 1 + entries[i].alternates.size();
+    first_row[i] = rows;
+    rows += phrasings;
+    const auto it = known.find(entries[i].id);
+    if (it != known.end() && it->second->version == entries[i].version && it->second->dimension == dim &&
+        it->second->values.size() == phrasings * dim) {
+      reused[i] = it->second;
+    } else {
+      to_encode.push_back(i);
+    }
+  }
+  std::vector<float> vectors(rows * dim);
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    if (reused[i]) std::copy(reused[i]->values.begin(), reused[i]->values.end(), vectors.begin() + first_row[i] * dim);
+  }
+  // The rest, a thousand entries per encoder call, so a long encode shows
+  // progress and a bad entry stops it early.
+  constexpr std::size_t kChunk = 1000;
+  for (std::size_t begin = 0; begin < to_encode.size(); begin += kChunk) {
+    const std::size_t end = std::min(to_encode.size(), begin + kChunk);
+    std::vector<const KnowledgeEntry*> chunk;
+    for (std::size_t k = begin; k < end; ++k) chunk.push_back(&entries[to_encode[k]]);
+    Encoded encoded;
+    if (Status s = encode_phrasings(chunk, encoded, nullptr, /*refit_encoder=*/false); !s.is_ok()) return s;
+    std::size_t row = 0;
+    for (std::size_t k = begin; k < end; ++k) {
+      const std::size_t i = to_encode[k];
+      const std::size_t phrasings = 1 + entries[i].alternates.size();
+      std::copy(encoded.vectors.begin() + row * dim, encoded.vectors.begin() + (row + phrasings) * dim,
+                vectors.begin() + first_row[i] * dim);
+      row += phrasings;
+    }
+    if (progress) progress(end, to_encode.size());
+  }
+
+  index::VectorIndex fresh(index_options(dim, options_));
   std::unordered_map<std::string, StoredEntry> stored;
   std::unordered_map<std::int64_t, std::string> label_to_id;
-  std::vector<std::int64_t> labels;
-  std::int64_t next = 0;
+  std::vector<std::int64_t> labels(rows);
+  std::vector<std::string> stored_ids(entries.size());
   for (std::size_t i = 0; i < entries.size(); ++i) {
+    stored_ids[i] = entries[i].id;
     StoredEntry se;
-    for (std::size_t j = 0; j < counts[i]; ++j) {
-      se.labels.push_back(next);
-      labels.push_back(next);
-      label_to_id.emplace(next, entries[i].id);
-      ++next;
+    const std::size_t phrasings = 1 + entries[i].alternates.size();
+    for (std::size_t j = 0; j < phrasings; ++j) {
+      const auto label = static_cast<std::int64_t>(first_row[i] + j);
+      se.labels.push_back(label);
+      labels[first_row[i] + j] = label;
+      label_to_id.emplace(label, entries[i].id);
     }
-    if (entries[i].version == 0) entries[i].version = 1;
     const std::string id = entries[i].id;
     se.entry = std::move(entries[i]);
     stored.emplace(id, std::move(se));
   }
-  fresh.add_batch(labels, encoded.vectors.data());
+  std::vector<std::string> encoded_ids;
+  encoded_ids.reserve(to_encode.size());
+  for (const std::size_t i : to_encode) encoded_ids.push_back(stored_ids[i]);
+  fresh.add_batch(labels, vectors.data());
   index_ = std::move(fresh);
   entries_ = std::move(stored);
   label_to_id_ = std::move(label_to_id);
-  next_label_ = next;
-  return Status::ok();
+  next_label_ = static_cast<std::int64_t>(rows);
+  return encoded_ids;
 }
 
 Status KnowledgeBase::store(KnowledgeEntry entry, std::uint64_t version) {

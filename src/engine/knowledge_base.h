@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -15,6 +16,7 @@
 #include "index/vector_index.h"
 #include "rapidqa/answer.h"
 #include "rapidqa/encoder.h"
+#include "rapidqa/knowledge_store.h"
 #include "rapidqa/knowledge_entry.h"
 #include "rapidqa/status.h"
 #include "rapidqa/text_normalizer.h"
@@ -36,8 +38,20 @@ class KnowledgeBase {
  public:
   KnowledgeBase(std::shared_ptr<Encoder> encoder, KnowledgeBaseOptions options);
 
+  // Called while many entries are encoded: (entries done, entries to do).
+  using EncodeProgress = std::function<void(std::size_t done, std::size_t total)>;
+  // Entry id -> vectors of one of its versions, kept from an earlier run.
+  using KnownVectors = std::unordered_map<std::string, const StoredVectors*>;
+
   // Replaces everything; on error nothing changes. Refits the encoder.
-  Status replace_all(std::vector<KnowledgeEntry> entries);
+  Status replace_all(std::vector<KnowledgeEntry> entries, const EncodeProgress& progress = nullptr);
+  // Replaces everything without refitting the encoder, taking an entry's
+  // vectors from `known` when they belong to its exact version (and have
+  // one row per phrasing) and encoding the rest, a thousand entries at a
+  // time with progress after each. On error nothing changes. Returns the
+  // ids of the entries that were encoded.
+  Result<std::vector<std::string>> replace_all_reusing(std::vector<KnowledgeEntry> entries, const KnownVectors& known,
+                                          const EncodeProgress& progress = nullptr);
   Status add(KnowledgeEntry entry);
   Status update(KnowledgeEntry entry);
   Status remove(const std::string& id);

@@ -154,7 +154,7 @@ Status QAEngine::Impl::build(EngineOptions engine_options) {
     if (!opened) return opened.status();
     store = std::move(opened).value();
   }
-  knowledge = std::make_unique<engine::EngineKnowledge>(encoder, kb, degraded.get(), std::move(store));
+  knowledge = std::make_unique<engine::EngineKnowledge>(encoder, kb, degraded.get(), std::move(store), options.log);
   if (knowledge->store()) {
     // Watching starts before the load, so no other writer's commit falls
     // between the two; what it reports is followed once the engine is built.

@@ -52,7 +52,7 @@ case_kb_on_postgres() {
   expect_stdout '9 to 5.*"version":1.*8 to 6.*"version":2.*9 to 5.*"version":3'
   run "$kb" --store "$store" stats
   expect_rc 0
-  expect_stdout '"current_entries":1,.*"schema_version":1'
+  expect_stdout '"current_entries":1,.*"schema_version":2'
 
   run "$demo" --store "$store" --kb "$faq" --question "How do I reset my password?"
   expect_rc 0

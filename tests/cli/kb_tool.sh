@@ -28,7 +28,7 @@ case_kb_imports_exports_and_reports() {
   expect_stdout "0 added, 0 updated, [0-9]+ unchanged, 0 removed"
   run "$kb" --store "$store" stats
   expect_rc 0
-  expect_stdout '"current_entries":[1-9][0-9]*.*"schema_version":1'
+  expect_stdout '"current_entries":[1-9][0-9]*.*"schema_version":2'
 }
 
 case_kb_refuses_a_bad_file_whole() {
