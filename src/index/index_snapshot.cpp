@@ -2,6 +2,8 @@
 
 #include <faiss/impl/HNSW.h>
 
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <cstring>
 #include <limits>
@@ -30,6 +32,23 @@ constexpr std::uint64_t kMaxGeneratorStateBytes = 16 * 1024;
 // HNSW's per-level neighbour counts are ints built from M: bound M so they
 // cannot overflow (the index's own defaults use 32).
 constexpr int kMaxNeighbors = 1 << 16;
+
+}  // namespace
+
+void prefer_huge_pages(void* data, std::size_t bytes) {
+#ifdef MADV_HUGEPAGE
+  constexpr std::uintptr_t kHugePage = std::uintptr_t{2} << 20;
+  const auto start = reinterpret_cast<std::uintptr_t>(data);
+  const std::uintptr_t first = (start + kHugePage - 1) & ~(kHugePage - 1);
+  const std::uintptr_t last = (start + bytes) & ~(kHugePage - 1);
+  // Advice only: where the kernel has none to give, small pages serve.
+  if (last > first) ::madvise(reinterpret_cast<void*>(first), last - first, MADV_HUGEPAGE);
+#else
+  (void)data, (void)bytes;
+#endif
+}
+
+namespace {
 
 // The body's bytes go through here: to the file and into the checksum.
 class BodyWriter {
@@ -80,6 +99,9 @@ class BodyReader {
   template <typename T>
   bool array(std::vector<T>& out, std::uint64_t count) {
     if (count > left_ / sizeof(T)) return false;
+    out.clear();
+    out.reserve(static_cast<std::size_t>(count));
+    prefer_huge_pages(out.data(), static_cast<std::size_t>(count) * sizeof(T));
     out.resize(static_cast<std::size_t>(count));
     const std::size_t bytes = static_cast<std::size_t>(count) * sizeof(T);
     if (bytes > 0) std::memcpy(out.data(), p_, bytes);

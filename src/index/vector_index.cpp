@@ -234,6 +234,9 @@ Result<VectorIndex> VectorIndex::load(const std::string& path, const VectorIndex
       auto& hnsw = static_cast<faiss::IndexHNSW&>(*index.index_);
       // The int8 codes are the storage's encoding of the floats: recomputing
       // them costs about what reading them would.
+      auto& codes = static_cast<faiss::IndexFlatCodes&>(*hnsw.storage).codes;
+      codes.reserve(saved.row_labels.size() * hnsw.storage->sa_code_size());
+      prefer_huge_pages(codes.data(), codes.capacity());
       if (rows > 0) hnsw.storage->add(rows, saved.vectors.data());
       hnsw.ntotal = rows;
       faiss::HNSW& graph = hnsw.hnsw;
