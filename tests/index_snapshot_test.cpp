@@ -309,6 +309,14 @@ TEST_CASE("A hostile snapshot with a valid checksum is refused, not followed", "
   s = good;
   put_at<std::int32_t>(s, table_at, -7);
   CHECK(load_code(s) == StatusCode::kDataLoss);
+  // A hole: FAISS's next insert would score the empty slot as row -1 (found
+  // by the fuzzer: tests/fuzz_regressions/index_snapshot/).
+  s = good;
+  std::int32_t second_neighbour = -1;
+  std::memcpy(&second_neighbour, &s[table_at + 4], sizeof second_neighbour);
+  REQUIRE(second_neighbour >= 0);
+  put_at<std::int32_t>(s, table_at, -1);
+  CHECK(load_code(s) == StatusCode::kDataLoss);
   s = good;
   put_at<std::uint64_t>(s, levels_at + n * 4, std::uint64_t{1} << 50);  // neighbour count
   CHECK(load_code(s) == StatusCode::kDataLoss);

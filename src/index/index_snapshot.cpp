@@ -163,8 +163,9 @@ Status write_body(BodyWriter& out, const IndexSnapshotView& view) {
 // What is wrong with a graph read from a file, or "" when the search walk
 // and FAISS's inserts can use it: every node's level within what M allows,
 // the neighbour table exactly the size those levels need, every neighbour
-// id a row or -1, every neighbour on an upper level present on that level,
-// and the entry point a node of the top level.
+// id a row or -1, each list's ids before its empty slots, every neighbour
+// on an upper level present on that level, and the entry point a node of
+// the top level.
 std::string graph_problem(const IndexSnapshotContents& c, const std::vector<int>& per_level) {
   const std::size_t rows = c.row_labels.size();
   if (rows == 0) {
@@ -183,9 +184,17 @@ std::string graph_problem(const IndexSnapshotContents& c, const std::vector<int>
     for (int level = 0; level < node_levels; ++level) {
       const int* first = c.neighbors.data() + c.offsets[node] + per_level[static_cast<std::size_t>(level)];
       const int* last = c.neighbors.data() + c.offsets[node] + per_level[static_cast<std::size_t>(level) + 1];
+      bool past_end = false;  // an empty slot was seen: the rest must be empty too
       for (const int* it = first; it != last; ++it) {
+        if (*it == -1) {
+          past_end = true;
+          continue;
+        }
         if (*it < -1 || *it > last_row) return fmt::format("row {} has neighbour {}, not a row", node, *it);
-        if (level > 0 && *it >= 0 && c.levels[static_cast<std::size_t>(*it)] <= level) {
+        // FAISS's inserts assume a list packed at its front: where the last
+        // slot is taken they score every slot, an empty one as row -1.
+        if (past_end) return fmt::format("row {} has a neighbour after an empty slot on level {}", node, level);
+        if (level > 0 && c.levels[static_cast<std::size_t>(*it)] <= level) {
           return fmt::format("row {} links to row {} on level {}, where that row is absent", node, *it, level);
         }
       }

@@ -28,8 +28,10 @@
 // an attacker, who can recompute it. So the reader also bounds every count by
 // the bytes left before it allocates, and checks everything the search and
 // later inserts rely on: labels distinct, each neighbour id a row, each
-// upper-level neighbour present on that level, the entry point on the top
-// level. A file that fails any check is refused whole.
+// neighbour list packed (ids, then empty slots: FAISS's inserts read a
+// hole as row -1), each upper-level neighbour present on that level, the
+// entry point on the top level. A file that fails any check is refused
+// whole.
 //
 // Thread safety: free functions; writing reads the borrowed index (callers
 // keep it unchanged meanwhile).
