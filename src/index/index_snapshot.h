@@ -94,7 +94,8 @@ void prefer_huge_pages(void* data, std::size_t bytes);
 // format version, or options other than `expected` (dimension, exact_limit,
 // hnsw_neighbors, hnsw_build_breadth; the search breadth only steers later
 // searches and is taken from `expected`). kInvalidArgument: `expected` has
-// dimension 0.
+// dimension 0, or the file holds a graph and hnsw_neighbors is outside
+// 2..65536 (FAISS's level layout for such an M is no graph).
 Result<IndexSnapshotContents> read_index_snapshot(const std::string& path, const VectorIndexOptions& expected);
 
 }  // namespace rapidqa::index

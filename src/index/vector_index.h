@@ -24,9 +24,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <unordered_map>
 #include <utility>
-#include <string>
 #include <vector>
 
 #include "rapidqa/status.h"
@@ -102,7 +102,8 @@ class VectorIndex {
   //   kDataLoss           not a snapshot, truncated, or damaged (checksum
   //                       mismatch, inconsistent contents): rebuild
   //   kIoError            the file exists but cannot be read
-  //   kInvalidArgument    `expected` itself is unusable (dimension 0)
+  //   kInvalidArgument    `expected` itself is unusable (dimension 0, or
+  //                       for a graph hnsw_neighbors outside 2..65536)
   //   kResourceExhausted  not enough memory for it
   // expected.hnsw_search_breadth applies to later searches whatever the
   // file says (it shapes no saved state). The file's contents are checked
