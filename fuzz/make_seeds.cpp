@@ -30,6 +30,7 @@
 
 #include "cache/change_message.h"
 #include "fuzz_support.h"
+#include "index/vector_index.h"
 #include "model/safetensors_file.h"
 #include "model/transformer_config.h"
 #include "model/transformer_model.h"
@@ -309,6 +310,55 @@ void cache_snapshot_seeds() {
         unkeyed.is_ok() ? "" : unkeyed.status().message());
 }
 
+// ---- index_snapshot (options as fuzz_index_snapshot.cpp) ----
+void index_snapshot_seeds() {
+  using rapidqa::index::VectorIndex;
+  rapidqa::index::VectorIndexOptions options;
+  options.dimension = 4;
+  options.exact_limit = 8;
+  options.hnsw_neighbors = 4;
+  options.hnsw_build_breadth = 16;
+  options.hnsw_search_breadth = 16;
+  // 20 unit vectors spread over the sphere, the same on every machine.
+  std::vector<float> vectors;
+  for (int i = 0; i < 20; ++i) {
+    const float v[4] = {std::cos(0.7f * i), std::sin(0.7f * i), std::cos(1.3f * i + 0.5f), std::sin(1.3f * i + 0.5f)};
+    for (const float x : v) vectors.push_back(x / std::sqrt(2.0f));
+  }
+  const fs::path dir = root / "index_snapshot";
+  fs::create_directories(dir);
+  const auto save = [&dir](const VectorIndex& index, const char* name) {
+    const auto s = index.save((dir / name).string());
+    check(s.is_ok(), "cannot save an index seed", s.message());
+  };
+  save(VectorIndex(options), "empty.snap");
+  VectorIndex exact(options);
+  for (std::int64_t label = 0; label < 5; ++label) exact.upsert(label, vectors.data() + label * 4);
+  exact.remove(2);
+  save(exact, "exact-with-removed.snap");
+  VectorIndex graph(options);  // 20 vectors over a limit of 8: HNSW
+  std::vector<std::int64_t> labels;
+  for (std::int64_t label = 0; label < 20; ++label) labels.push_back(100 + label);
+  graph.add_batch(labels, vectors.data());
+  graph.remove(103);
+  graph.remove(111);
+  check(graph.is_approximate(), "the graph seed is not an HNSW index");
+  save(graph, "graph-with-removed.snap");
+  const std::string framed = read(dir / "graph-with-removed.snap");
+  seed("index_snapshot", "graph-body.bin", framed.substr(32));  // what the target frames itself
+  std::string other_version = framed;
+  other_version[8] = 2;
+  seed("index_snapshot", "near-version-2.snap", other_version);
+  std::string bad_sum = framed;
+  bad_sum[24] ^= 1;
+  seed("index_snapshot", "near-bad-checksum.snap", bad_sum);
+  seed("index_snapshot", "near-truncated.snap", framed.substr(0, framed.size() - 5));
+  for (const char* name : {"empty.snap", "exact-with-removed.snap", "graph-with-removed.snap"}) {
+    auto loaded = VectorIndex::load((dir / name).string(), options);
+    check(loaded.is_ok(), "an index seed does not load back", loaded.is_ok() ? "" : loaded.status().message());
+  }
+}
+
 // ---- change_message ----
 void change_message_seeds() {
   using rapidqa::cache::KnowledgeChange;
@@ -390,6 +440,7 @@ int main(int argc, char** argv) {
   torchscript_seeds();
   wordpiece_seeds();
   cache_snapshot_seeds();
+  index_snapshot_seeds();
   change_message_seeds();
   capi_ask_seeds();
   std::printf("seeds written under %s\n", root.string().c_str());

@@ -176,6 +176,7 @@ max_len_of() {
     safetensors) echo 16384 ;;
     torchscript) echo 32768 ;;
     knowledge_jsonl|wordpiece|cache_snapshot) echo 8192 ;;
+    index_snapshot) echo 12288 ;;  # the graph seed's level generator state alone is ~7 KB
     model_config|change_message) echo 4096 ;;
     capi_ask) echo 2048 ;;
     *) echo 4096 ;;

@@ -10,35 +10,13 @@
 #include "index/int8_rows.h"
 #include "index/simd_flat_index.h"
 #include "index/vector_index.h"
+#include "index_test_support.h"
 #include "runtime/work_pool.h"
 
 using rapidqa::index::VectorIndex;
 using rapidqa::index::VectorIndexOptions;
-
-namespace {
-
-std::vector<float> random_unit_vectors(std::size_t n, std::size_t dim, unsigned seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> normal;
-  std::vector<float> v(n * dim);
-  for (std::size_t i = 0; i < n; ++i) {
-    float norm = 0;
-    for (std::size_t j = 0; j < dim; ++j) {
-      v[i * dim + j] = normal(rng);
-      norm += v[i * dim + j] * v[i * dim + j];
-    }
-    for (std::size_t j = 0; j < dim; ++j) v[i * dim + j] /= std::sqrt(norm);
-  }
-  return v;
-}
-
-std::vector<std::int64_t> labels_from(std::int64_t first, std::size_t n) {
-  std::vector<std::int64_t> labels(n);
-  for (std::size_t i = 0; i < n; ++i) labels[i] = first + static_cast<std::int64_t>(i);
-  return labels;
-}
-
-}  // namespace
+using rapidqa::testing::labels_from;
+using rapidqa::testing::random_unit_vectors;
 
 TEST_CASE("Exact index finds each stored vector as its own nearest", "[index]") {
   const std::size_t dim = 32, n = 200;

@@ -12,7 +12,7 @@
 
 #include <fmt/format.h>
 
-#include "common/content_hash.h"
+#include "common/checksum.h"
 #include "common/guard.h"
 #include "text/lexical_tokenizer.h"
 #include "text/utf8.h"
@@ -351,7 +351,7 @@ std::string HashingEncoder::fingerprint() const {
   return fmt::format("hashing/v1/dim={}/seed={}/weights={},{},{},{},{}/ngrams={}-{}/idf={:016x}", o.dimension,
                      o.seed, o.word_weight, o.word_bigram_weight, o.char_ngram_weight, o.cjk_char_weight,
                      o.cjk_bigram_weight, o.char_ngram_min, o.char_ngram_max,
-                     state.empty() ? 0 : detail::content_hash(state.data(), state.size()));
+                     state.empty() ? 0 : detail::xxh64(state.data(), state.size()));
 }
 
 }  // namespace rapidqa

@@ -9,7 +9,9 @@
 #include <limits>
 #include <stdexcept>
 
+#include "common/guard.h"
 #include "index/hnsw_search.h"
+#include "index/index_snapshot.h"
 #include "index/int8_rows.h"
 #include "index/simd_flat_index.h"
 #include "runtime/work_pool.h"
@@ -203,6 +205,55 @@ void VectorIndex::set_search_breadth(int breadth) {
   options_.hnsw_search_breadth = breadth;
   // Kept in FAISS's field too, so the graph reads as it is searched.
   if (approximate_) static_cast<faiss::IndexHNSW&>(*index_).hnsw.efSearch = breadth;
+}
+
+Status VectorIndex::save(const std::string& path) const {
+  return detail::guarded("VectorIndex::save", [&]() -> Status {
+    IndexSnapshotView view;
+    view.options = options_;
+    view.approximate = approximate_;
+    view.row_labels = &row_label_;
+    view.vectors = row_vector(0);
+    if (approximate_) view.graph = &static_cast<const faiss::IndexHNSW&>(*index_).hnsw;
+    return write_index_snapshot(path, view);
+  });
+}
+
+Result<VectorIndex> VectorIndex::load(const std::string& path, const VectorIndexOptions& expected) {
+  return detail::guarded("VectorIndex::load", [&]() -> Result<VectorIndex> {
+    auto read = read_index_snapshot(path, expected);
+    if (!read.is_ok()) return read.status();
+    IndexSnapshotContents& saved = read.value();
+    VectorIndex index(saved.options);
+    const auto rows = static_cast<faiss::Index::idx_t>(saved.row_labels.size());
+    if (!saved.approximate) {
+      // The flat index keeps the floats and derives its int8 rows from them.
+      if (rows > 0) index.index_->add(rows, saved.vectors.data());
+    } else {
+      index.index_ = index.make_index(true);
+      auto& hnsw = static_cast<faiss::IndexHNSW&>(*index.index_);
+      // The int8 codes are the storage's encoding of the floats: recomputing
+      // them costs about what reading them would.
+      auto& codes = static_cast<faiss::IndexFlatCodes&>(*hnsw.storage).codes;
+      codes.reserve(saved.row_labels.size() * hnsw.storage->sa_code_size());
+      prefer_huge_pages(codes.data(), codes.capacity());
+      if (rows > 0) hnsw.storage->add(rows, saved.vectors.data());
+      hnsw.ntotal = rows;
+      faiss::HNSW& graph = hnsw.hnsw;
+      graph.levels = std::move(saved.levels);
+      graph.offsets = std::move(saved.offsets);
+      graph.neighbors = std::move(saved.neighbors);
+      graph.entry_point = saved.entry_point;
+      graph.max_level = saved.max_level;
+      graph.rng.mt = saved.level_generator;
+      index.vectors_ = std::move(saved.vectors);
+      index.approximate_ = true;
+    }
+    index.row_label_ = std::move(saved.row_labels);
+    index.label_to_row_ = std::move(saved.label_to_row);
+    index.tombstones_ = saved.tombstones;
+    return index;
+  });
 }
 
 const float* VectorIndex::row_vector(std::int64_t row) const {

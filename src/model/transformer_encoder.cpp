@@ -11,7 +11,7 @@
 
 #include <fmt/format.h>
 
-#include "common/content_hash.h"
+#include "common/checksum.h"
 #include "common/guard.h"
 #include "model/model_bundle.h"
 #include "model/pooling.h"
@@ -93,10 +93,11 @@ std::string TransformerEncoder::fingerprint() const {
       if (item.is_regular_file(error)) files.push_back(item.path());
     }
     std::sort(files.begin(), files.end());
-    detail::ContentHasher hasher;
+    detail::Xxh64 hasher;
     std::vector<char> buffer(1 << 20);
     for (const auto& file : files) {
-      hasher.update(file.filename().string());
+      const std::string name = file.filename().string();
+      hasher.update(name.data(), name.size());
       std::ifstream in(file, std::ios::binary);
       while (in) {
         in.read(buffer.data(), static_cast<std::streamsize>(buffer.size()));
