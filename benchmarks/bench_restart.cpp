@@ -2,10 +2,9 @@
 // takes on a SQLite store of N generated entries (two phrasings each) with
 // the built-in HashingEncoder, on the first start (the store keeps no
 // vectors: every phrasing is encoded, then the vectors and the encoder's
-// learned state are saved) and on a restart (the learned state and the
-// vectors are read back; nothing is encoded). Both include reading the
-// entries and building the retrieval index (HNSW above 2,048 phrasings),
-// which the restart still rebuilds from the vectors.
+// learned state are saved, the retrieval index is built, HNSW above 2,048
+// phrasings, and saved beside the file) and on a restart (the learned state
+// and the index snapshot are read back; nothing is encoded or built).
 //
 // BM_EngineStart/entries:N/restart:0|1, one iteration each (a start is a
 // one-off, measured whole); entries_per_s for comparison across N.

@@ -148,6 +148,12 @@ struct EngineOptions {
   // same file is refused at create() with kFailedPrecondition.
   std::string knowledge_store;
   KnowledgeStoreOptions knowledge_store_options;  // read_only is refused: the engine writes
+  // Where the engine keeps its retrieval index between runs, so a restart
+  // reads the index instead of building it (docs/store.md, fast restarts).
+  // "" = beside a SQLite store's file (PATH.index and PATH.index.labels);
+  // an engine on a PostgreSQL store keeps none unless one is named here (a
+  // local path: each instance keeps its own). Unused without a store.
+  std::string index_snapshot;
 };
 
 struct AskOptions {

@@ -23,19 +23,54 @@ Status committed_but_not_applied(const std::string& what, const Status& cause) {
 }  // namespace
 
 EngineKnowledge::EngineKnowledge(std::shared_ptr<Encoder> encoder, KnowledgeBaseOptions options, DegradedPath* mirror,
-                                 std::unique_ptr<KnowledgeStore> store, LogSink log)
+                                 std::unique_ptr<KnowledgeStore> store, LogSink log, std::string index_snapshot)
     : base_(encoder, std::move(options)),
       mirror_(mirror),
       store_(std::move(store)),
       encoder_(std::move(encoder)),
-      log_(std::move(log)) {
+      log_(std::move(log)),
+      index_snapshot_(store_ ? std::move(index_snapshot) : std::string()) {
   // Taken before the encoder learns from this knowledge (a transformer's
   // fingerprint hashes its files: only worth it with a store).
   if (store_) untrained_fingerprint_ = encoder_->fingerprint();
 }
 
 EngineKnowledge::~EngineKnowledge() {
-  if (store_) (void)save_unsaved_vectors();
+  if (!store_) return;
+  (void)save_unsaved_vectors();
+  save_index_snapshot();
+}
+
+void EngineKnowledge::save_index_snapshot() {
+  if (index_snapshot_.empty() || !snapshot_stale_) return;
+  Status saved = base_.save_snapshot(index_snapshot_, encoder_->fingerprint());
+  if (saved.is_ok()) {
+    snapshot_stale_ = false;
+  } else if (log_) {
+    log_(LogLevel::kWarning, fmt::format("saving the retrieval index to '{}' failed ({}); the next start builds it",
+                                         index_snapshot_, saved.message()));
+  }
+}
+
+bool EngineKnowledge::restore_index_snapshot(std::vector<KnowledgeEntry>& entries, const std::string& fingerprint) {
+  auto encoded = base_.restore_snapshot(index_snapshot_, fingerprint, entries);
+  if (!encoded) {
+    if (encoded.status().code() != StatusCode::kNotFound && log_) {
+      log_(LogLevel::kWarning, fmt::format("the retrieval index snapshot is not used ({}); building the index",
+                                           encoded.status().message()));
+    }
+    return false;
+  }
+  if (mirror_) mirror_->mirror_all(entries);
+  for (std::string& id : *encoded) unsaved_vectors_.insert(std::move(id));
+  snapshot_stale_ = !encoded->empty();
+  if (log_) {
+    log_(LogLevel::kInfo, fmt::format("read the retrieval index of {} entries from '{}'; encoded {} (new or changed "
+                                      "since it was saved)",
+                                      entries.size(), index_snapshot_, encoded->size()));
+  }
+  (void)save_unsaved_vectors();
+  return true;
 }
 
 KnowledgeBase::EncodeProgress EngineKnowledge::progress_log(const std::string& what) const {
@@ -99,6 +134,7 @@ void EngineKnowledge::save_everything_encoded() {
 }
 
 void EngineKnowledge::mirror(const std::string& id) {
+  snapshot_stale_ = true;  // every change of an entry passes here
   if (mirror_) mirror_->mirror_entry(id, base_.find(id));
 }
 
@@ -133,6 +169,11 @@ Result<cache::KnowledgeChange> EngineKnowledge::load_from_store() {
     }
   }
   const std::string fingerprint = encoder_->fingerprint();
+  if (!index_snapshot_.empty() && restore_index_snapshot(*entries, fingerprint)) {
+    cache::KnowledgeChange reload;
+    reload.kind = cache::KnowledgeChange::Kind::kReload;
+    return reload;
+  }
   auto vectors = store_->load_vectors(fingerprint);
   if (!vectors) return vectors.status();
   if (vectors->empty()) {
@@ -143,6 +184,8 @@ Result<cache::KnowledgeChange> EngineKnowledge::load_from_store() {
     }
     auto loaded = replace_in_memory(std::move(entries).value());
     if (loaded && total > 0) save_everything_encoded();
+    // Saved now, not only at close: a restart after a crash reads it too.
+    if (loaded) save_index_snapshot();
     return loaded;
   }
   KnowledgeBase::KnownVectors known;
@@ -158,6 +201,7 @@ Result<cache::KnowledgeChange> EngineKnowledge::load_from_store() {
                                       total - encoded, total, encoded));
   }
   (void)save_unsaved_vectors();
+  save_index_snapshot();
   return loaded;
 }
 
@@ -177,6 +221,7 @@ Result<cache::KnowledgeChange> EngineKnowledge::replace_in_memory(std::vector<Kn
     if (!s.is_ok()) return s;
   }
   if (mirror_) mirror_->mirror_all(std::move(mirror_copy));
+  snapshot_stale_ = true;
   cache::KnowledgeChange reload;
   reload.kind = cache::KnowledgeChange::Kind::kReload;
   return reload;

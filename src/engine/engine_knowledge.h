@@ -43,8 +43,10 @@ class EngineKnowledge {
   // store: where changes are committed first; null = memory only.
   // log: where loading from the store says what it read and what it
   // encoded, and where a failure to save vectors is reported.
+  // index_snapshot: where the retrieval index is kept between runs ("" =
+  // none).
   EngineKnowledge(std::shared_ptr<Encoder> encoder, KnowledgeBaseOptions options, DegradedPath* mirror,
-                  std::unique_ptr<KnowledgeStore> store, LogSink log);
+                  std::unique_ptr<KnowledgeStore> store, LogSink log, std::string index_snapshot = {});
   // Saves the vectors not saved yet (see save_unsaved_vectors).
   ~EngineKnowledge();
 
@@ -110,8 +112,14 @@ class EngineKnowledge {
                                                    const KnowledgeBase::KnownVectors* known = nullptr);
   // Logs encoding progress about every tenth of the way.
   KnowledgeBase::EncodeProgress progress_log(const std::string& what) const;
-  // The entry's vectors are to be saved (in a batch, or when closing).
+  // The entry's vectors are to be saved (in a batch, or when closing), and
+  // the index snapshot is out of date.
   void vectors_changed(const std::string& id);
+  // Restores the index from the snapshot, when there is a usable one;
+  // false when the index must be built (the reason logged).
+  bool restore_index_snapshot(std::vector<KnowledgeEntry>& entries, const std::string& fingerprint);
+  // Saves the index snapshot when it is out of date; failures are logged.
+  void save_index_snapshot();
   // After a full encode: the encoder's learned state and every vector.
   void save_everything_encoded();
 
@@ -127,6 +135,8 @@ class EngineKnowledge {
   // learned state in the store ("" without a store).
   std::string untrained_fingerprint_;
   std::unordered_set<std::string> unsaved_vectors_;  // entry ids; guarded by mu_
+  const std::string index_snapshot_;
+  bool snapshot_stale_ = false;  // the index changed since it was saved; guarded by mu_
 };
 
 }  // namespace rapidqa::engine

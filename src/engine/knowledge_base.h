@@ -69,6 +69,21 @@ class KnowledgeBase {
   // Refits the encoder on the current phrasings and re-encodes them.
   Status reindex();
 
+  // Saves the retrieval index to `path` and, to `path`.labels, which labels
+  // hold which entry version's phrasings, the encoder's fingerprint, and
+  // the index file's size and checksum (so a labels file never pairs with
+  // another save's index). Each file is written whole or not at all.
+  Status save_snapshot(const std::string& path, const std::string& fingerprint) const;
+  // Replaces everything from a snapshot instead of building the index:
+  // entries whose version the snapshot holds keep their vectors there, the
+  // rest are encoded and added, and entries it holds that `entries` lacks
+  // (or holds at another version) are dropped from it. On error nothing
+  // changes: kNotFound without a snapshot; kFailedPrecondition when another
+  // encoder or other index options made it; kDataLoss when it is damaged or
+  // its two files do not belong together. Returns the ids encoded.
+  Result<std::vector<std::string>> restore_snapshot(const std::string& path, const std::string& fingerprint,
+                                                    std::vector<KnowledgeEntry> entries);
+
   const KnowledgeEntry* find(const std::string& id) const;
   // Whether every entry the answer was built from is still here at the
   // version it was built from: the one test a cached answer passes before

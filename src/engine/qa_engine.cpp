@@ -154,7 +154,13 @@ Status QAEngine::Impl::build(EngineOptions engine_options) {
     if (!opened) return opened.status();
     store = std::move(opened).value();
   }
-  knowledge = std::make_unique<engine::EngineKnowledge>(encoder, kb, degraded.get(), std::move(store), options.log);
+  // A SQLite store keeps the index snapshot beside its file by default.
+  std::string index_snapshot = options.index_snapshot;
+  if (index_snapshot.empty() && options.knowledge_store.rfind("sqlite:", 0) == 0) {
+    index_snapshot = options.knowledge_store.substr(7) + ".index";
+  }
+  knowledge = std::make_unique<engine::EngineKnowledge>(encoder, kb, degraded.get(), std::move(store), options.log,
+                                                        std::move(index_snapshot));
   if (knowledge->store()) {
     // Watching starts before the load, so no other writer's commit falls
     // between the two; what it reports is followed once the engine is built.

@@ -73,6 +73,7 @@ class VectorIndex {
   bool contains(std::int64_t label) const { return label_to_row_.count(label) != 0; }
   bool is_approximate() const { return approximate_; }
   std::size_t dimension() const { return options_.dimension; }
+  const VectorIndexOptions& options() const { return options_; }
   // The stored copy of a label's vector (nullptr when absent). Owned by the
   // index; valid until the next non-const call.
   const float* vector_of(std::int64_t label) const;

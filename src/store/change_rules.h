@@ -18,4 +18,14 @@ Status check_change(const StoreChange& change, bool is_current);
 // for a single change.
 Status in_batch(const Status& refusal, std::size_t index, std::size_t count);
 
+// A stored row back as an entry: `body` is the entry as a JSONL line.
+// kDataLoss naming the store, the entry and the version when it does not
+// parse.
+Result<KnowledgeEntry> entry_from_body(const std::string& id, std::uint64_t version, const std::string& body,
+                                       const std::string& store_name);
+// A history row back as an EntryVersion (a removal carries only the id).
+Result<EntryVersion> entry_version_from(const std::string& id, std::uint64_t version, bool removed,
+                                        std::int64_t committed_at_ms, const std::string& body,
+                                        const std::string& store_name);
+
 }  // namespace rapidqa::store

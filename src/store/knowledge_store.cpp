@@ -64,6 +64,35 @@ Status check_change(const StoreChange& change, bool is_current) {
   return Status::ok();
 }
 
+Result<KnowledgeEntry> entry_from_body(const std::string& id, std::uint64_t version, const std::string& body,
+                                       const std::string& store_name) {
+  auto entry = parse_knowledge_entry_json(body);
+  if (!entry) {
+    return Status::data_loss(fmt::format("{}: version {} of entry '{}' is stored damaged: {}", store_name, version,
+                                         detail::clip_for_message(id), entry.status().message()));
+  }
+  entry->version = version;
+  return entry;
+}
+
+Result<EntryVersion> entry_version_from(const std::string& id, std::uint64_t version, bool removed,
+                                        std::int64_t committed_at_ms, const std::string& body,
+                                        const std::string& store_name) {
+  EntryVersion v;
+  v.version = version;
+  v.removed = removed;
+  v.committed_at_ms = committed_at_ms;
+  if (removed) {
+    v.entry.id = id;
+    v.entry.version = version;
+    return v;
+  }
+  auto entry = entry_from_body(id, version, body, store_name);
+  if (!entry) return entry.status();
+  v.entry = std::move(entry).value();
+  return v;
+}
+
 Status in_batch(const Status& refusal, std::size_t index, std::size_t count) {
   if (count == 1) return refusal;
   return Status(refusal.code(), fmt::format("change {} of {}: {}", index + 1, count, refusal.message()));

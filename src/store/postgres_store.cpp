@@ -173,13 +173,9 @@ Result<std::vector<KnowledgeEntry>> PostgresKnowledgeStore::entries_from(const P
   std::vector<KnowledgeEntry> entries;
   entries.reserve(static_cast<std::size_t>(PQntuples(rows)));
   for (int row = 0; row < PQntuples(rows); ++row) {
-    const std::string id = pg::text_at(rows, row, 0);
-    auto entry = parse_knowledge_entry_json(pg::text_at(rows, row, 2));
-    if (!entry) {
-      return Status::data_loss(fmt::format("{}: entry '{}' is stored damaged: {}", name_,
-                                           detail::clip_for_message(id), entry.status().message()));
-    }
-    entry->version = static_cast<std::uint64_t>(pg::int64_at(rows, row, 1));
+    auto entry = entry_from_body(pg::text_at(rows, row, 0), static_cast<std::uint64_t>(pg::int64_at(rows, row, 1)),
+                                 pg::text_at(rows, row, 2), name_);
+    if (!entry) return entry.status();
     entries.push_back(std::move(entry).value());
   }
   return entries;
@@ -331,22 +327,8 @@ Result<std::vector<CommittedVersion>> PostgresKnowledgeStore::commit(const std::
 }
 
 Result<EntryVersion> PostgresKnowledgeStore::version_from(const PGresult* rows, int row, const std::string& id) {
-  EntryVersion v;
-  v.version = static_cast<std::uint64_t>(pg::int64_at(rows, row, 0));
-  v.removed = pg::text_at(rows, row, 1) == "t";
-  v.committed_at_ms = pg::int64_at(rows, row, 3);
-  if (v.removed) {
-    v.entry.id = id;
-  } else {
-    auto entry = parse_knowledge_entry_json(pg::text_at(rows, row, 2));
-    if (!entry) {
-      return Status::data_loss(fmt::format("{}: version {} of entry '{}' is stored damaged: {}", name_, v.version,
-                                           detail::clip_for_message(id), entry.status().message()));
-    }
-    v.entry = std::move(entry).value();
-  }
-  v.entry.version = v.version;
-  return v;
+  return entry_version_from(id, static_cast<std::uint64_t>(pg::int64_at(rows, row, 0)), pg::text_at(rows, row, 1) == "t",
+                            pg::int64_at(rows, row, 3), pg::text_at(rows, row, 2), name_);
 }
 
 Result<std::vector<EntryVersion>> PostgresKnowledgeStore::history(const std::string& id) {

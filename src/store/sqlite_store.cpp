@@ -194,14 +194,8 @@ Status SqliteKnowledgeStore::prepare_statements() {
 }
 
 Result<KnowledgeEntry> SqliteKnowledgeStore::entry_from_row(sqlite3_stmt* row) {
-  const std::string id = column_text(row, 0);
-  auto entry = parse_knowledge_entry_json(column_text(row, 2));
-  if (!entry) {
-    return Status::data_loss(fmt::format("{}: entry '{}' is stored damaged: {}", name_, detail::clip_for_message(id),
-                                         entry.status().message()));
-  }
-  entry->version = static_cast<std::uint64_t>(sqlite3_column_int64(row, 1));
-  return entry;
+  return entry_from_body(column_text(row, 0), static_cast<std::uint64_t>(sqlite3_column_int64(row, 1)),
+                         column_text(row, 2), name_);
 }
 
 Result<std::vector<KnowledgeEntry>> SqliteKnowledgeStore::load_current() {
@@ -329,22 +323,8 @@ Result<std::vector<CommittedVersion>> SqliteKnowledgeStore::commit(const std::ve
 }
 
 Result<EntryVersion> SqliteKnowledgeStore::version_from_row(sqlite3_stmt* row, const std::string& id) {
-  EntryVersion v;
-  v.version = static_cast<std::uint64_t>(sqlite3_column_int64(row, 0));
-  v.removed = sqlite3_column_int(row, 1) != 0;
-  v.committed_at_ms = sqlite3_column_int64(row, 3);
-  if (v.removed) {
-    v.entry.id = id;
-  } else {
-    auto entry = parse_knowledge_entry_json(column_text(row, 2));
-    if (!entry) {
-      return Status::data_loss(fmt::format("{}: version {} of entry '{}' is stored damaged: {}", name_, v.version,
-                                           detail::clip_for_message(id), entry.status().message()));
-    }
-    v.entry = std::move(entry).value();
-  }
-  v.entry.version = v.version;
-  return v;
+  return entry_version_from(id, static_cast<std::uint64_t>(sqlite3_column_int64(row, 0)),
+                            sqlite3_column_int(row, 1) != 0, sqlite3_column_int64(row, 3), column_text(row, 2), name_);
 }
 
 Result<std::vector<EntryVersion>> SqliteKnowledgeStore::history(const std::string& id) {
