@@ -175,6 +175,15 @@ Result<cache::KnowledgeChange> EngineKnowledge::load_from_store() {
     return reload;
   }
   auto vectors = store_->load_vectors(fingerprint);
+  if (!vectors && vectors.status().code() == StatusCode::kDataLoss) {
+    // Vectors are a cache of what the entries say: damaged ones are made
+    // again, not a reason to refuse the knowledge.
+    if (log_) {
+      log_(LogLevel::kWarning, fmt::format("the stored vectors are damaged ({}); encoding the entries again",
+                                           vectors.status().message()));
+    }
+    vectors = std::vector<StoredVectors>();
+  }
   if (!vectors) return vectors.status();
   if (vectors->empty()) {
     if (log_ && total > 0) {
