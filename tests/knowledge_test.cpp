@@ -1,7 +1,11 @@
 #include <catch2/catch.hpp>
 
+#include <random>
 #include <sstream>
 
+#include <nlohmann/json.hpp>
+
+#include "knowledge/entry_reader.h"
 #include "rapidqa/knowledge_file.h"
 #include "test_support.h"
 
@@ -121,4 +125,115 @@ TEST_CASE("An entry's cache TTL is read, checked and written back", "[knowledge]
   CHECK(bad.status().message().find("cache_ttl_seconds") != std::string::npos);
   const auto text = rapidqa::parse_knowledge_entry_json(R"({"id":"x","question":"Q","answer":"A","cache_ttl_seconds":"1h"})");
   CHECK(text.status().message().find("expected a number") != std::string::npos);
+}
+
+TEST_CASE("Escapes and nulls and repeated keys read as the JSON says on every path", "[knowledge]") {
+  // Common lines take a fast reader and unusual ones the full parser: both
+  // must give the same entry, and the same refusals.
+  const auto e = rapidqa::parse_knowledge_entry_json(
+      R"({"answer":"A\n\"q\"","question":"caf\u00e9 \ud83d\ude00","id":"x","alternates":[],"tags":["a\\b"],)"
+      R"("cache_ttl_seconds":2})");
+  REQUIRE(e);
+  CHECK(e->question == "caf\xC3\xA9 \xF0\x9F\x98\x80");
+  CHECK(e->answer == "A\n\"q\"");
+  CHECK(e->alternates.empty());
+  CHECK(e->tags == std::vector<std::string>{"a\\b"});
+  CHECK(e->cache_ttl == std::chrono::milliseconds(2000));
+
+  // A null optional field is absent (the full parser's reading).
+  const auto with_null = rapidqa::parse_knowledge_entry_json(
+      R"({"id":"x","question":"Q","answer":"A","context":null,"alternates":null,"cache_ttl_seconds":0.5})");
+  REQUIRE(with_null);
+  CHECK(with_null->context.empty());
+  CHECK(with_null->cache_ttl == std::chrono::milliseconds(500));
+
+  const auto refused = [](const std::string& line) {
+    const auto parsed = rapidqa::parse_knowledge_entry_json(line);
+    REQUIRE_FALSE(parsed.is_ok());
+    CHECK(parsed.status().code() == StatusCode::kInvalidArgument);
+    return parsed.status().message();
+  };
+  CHECK_THAT(refused(R"({"id":"x","question":"Q","answer":"A","id":"y"})"),
+             Catch::Matchers::Contains("duplicate"));
+  CHECK_THAT(refused(R"({"id":"x","question":"Q","answer":"A","extra":1})"), Catch::Matchers::Contains("extra"));
+  CHECK_THAT(refused(R"({"id":"x","question":"Q","answer":"A","alternates":[["nested"]]})"),
+             Catch::Matchers::Contains("alternates"));
+  CHECK_THAT(refused(R"({"id":"x","question":"Q","answer":" "})"), Catch::Matchers::Contains("answer"));
+  CHECK_THAT(refused(R"({"id":"x","question":"Q","answer":"A","alternates":["ok"," "]})"),
+             Catch::Matchers::Contains("alternates[1]"));
+  CHECK_THAT(refused(R"({"id":"x","question":"Q","answer":"A"} trailing)"), Catch::Matchers::Contains("JSON"));
+  CHECK_THAT(refused(R"(["id","x"])"), Catch::Matchers::Contains("object"));
+  CHECK_THAT(refused(R"({"id":"x","question":"Q","answer":"A","cache_ttl_seconds":4e7})"),
+             Catch::Matchers::Contains("cache_ttl_seconds"));
+}
+
+TEST_CASE("The fast entry reader reads what a general JSON parser reads or stops", "[knowledge]") {
+  // Differential: every line either reads exactly as nlohmann's parser
+  // reads it or is left to it (false). Strings of every kind of character,
+  // written both by a JSON writer and with hand-made escapes.
+  std::mt19937 random(2024);
+  const std::vector<std::string> pieces = {"a", "Z", " ", "\"", "\\", "/", "\n", "\t", "\x01", "\x1f", "\x7f",
+                                           "\xC3\xA9", "\xE4\xB8\xAD", "\xF0\x9F\x98\x80", "\xED\x9F\xBF"};
+  const auto random_text = [&] {
+    std::string text;
+    for (int i = std::uniform_int_distribution<int>(0, 12)(random); i > 0; --i) {
+      text += pieces[std::uniform_int_distribution<std::size_t>(0, pieces.size() - 1)(random)];
+    }
+    return text;
+  };
+  std::vector<std::string> lines = {
+      R"({"id":"a","question":"caf\u00e9 \ud83d\ude00 \/ \b\f\n\r\t","answer":"x"})",
+      R"( { "id" : "a" , "question" : "q" , "answer" : "x" , "alternates" : [ ] , "tags" : [ "t" , "u" ] } )",
+      R"({"id":"a","question":"\ud83d","answer":"x"})",          // lone high surrogate
+      R"({"id":"a","question":"\udc00","answer":"x"})",          // lone low surrogate
+      R"({"id":"a","question":"\ud83d\u0041","answer":"x"})",    // high surrogate, then no low one
+      R"({"id":"a","question":"\x","answer":"x"})",              // unknown escape
+      R"({"id":"a","question":"\u12G4","answer":"x"})",          // bad hex
+      "{\"id\":\"a\",\"question\":\"raw\ttab\",\"answer\":\"x\"}",  // raw control character
+      R"({"id":"a","question":"q","answer":"x"}x)",
+      R"({"id":"a","question":"q","answer":"x",})",
+      R"({"id":"a","question":"q","answer":"x","alternates":["a",]})",
+      R"({"id":"a","question":"q","answer":"x","alternates":["a"})",
+      R"({"id":"a","question":"q","answer":"x","alternates":"a"})",
+      R"({"id":"a","question":"q"})",
+      R"({"id":"a","question":"q","answer":"x","id":"b"})",
+      R"({"id":"a","question":"q","answer":"x","cache_ttl_seconds":5})",
+      R"({"id":"a","question":"q","answer":"x","context":null})",
+      R"({"id":"a","question":"q","answer":"x","extra":"y"})",
+      R"({"id":"a","question":"q","answer":"x")",
+      R"({"id":"a","question":"q)",
+      "",
+      "{}",
+      "[]",
+  };
+  for (int i = 0; i < 2000; ++i) {
+    nlohmann::json object = {{"id", random_text()}, {"question", random_text()}, {"answer", random_text()}};
+    if (i % 2) object["alternates"] = {random_text(), random_text()};
+    if (i % 3) object["context"] = random_text();
+    if (i % 5 == 0) object["tags"] = {random_text()};
+    lines.push_back(object.dump(i % 7 == 0 ? 2 : -1, ' ', i % 4 == 0));
+  }
+  std::size_t read_fast = 0;
+  for (const std::string& line : lines) {
+    CAPTURE(line);
+    rapidqa::KnowledgeEntry fast;
+    const bool fast_read = rapidqa::detail::read_common_entry(line, fast);
+    nlohmann::json general;
+    try {
+      general = nlohmann::json::parse(line);
+    } catch (const nlohmann::json::exception&) {
+      CHECK_FALSE(fast_read);  // what the general parser refuses, the fast one must not take
+      continue;
+    }
+    if (!fast_read) continue;
+    ++read_fast;
+    REQUIRE(general.is_object());
+    CHECK(fast.id == general.at("id").get<std::string>());
+    CHECK(fast.question == general.at("question").get<std::string>());
+    CHECK(fast.answer == general.at("answer").get<std::string>());
+    CHECK(fast.context == general.value("context", std::string()));
+    CHECK(fast.alternates == general.value("alternates", std::vector<std::string>()));
+    CHECK(fast.tags == general.value("tags", std::vector<std::string>()));
+  }
+  CHECK(read_fast >= 2000);  // the writer's lines are all common ones
 }

@@ -3,6 +3,7 @@
 // messages.
 #pragma once
 
+#include <functional>
 #include <string>
 
 #include "rapidqa/knowledge_store.h"
@@ -23,6 +24,11 @@ Status in_batch(const Status& refusal, std::size_t index, std::size_t count);
 // parse.
 Result<KnowledgeEntry> entry_from_body(const std::string& id, std::uint64_t version, const std::string& body,
                                        const std::string& store_name);
+// entry_at(i) for every i below count, on a few threads (a restart parses
+// every current entry: a million at a large store), in row order; the
+// failure of the first row that fails.
+Result<std::vector<KnowledgeEntry>> entries_in_parallel(
+    std::size_t count, const std::function<Result<KnowledgeEntry>(std::size_t)>& entry_at);
 // A history row back as an EntryVersion (a removal carries only the id).
 Result<EntryVersion> entry_version_from(const std::string& id, std::uint64_t version, bool removed,
                                         std::int64_t committed_at_ms, const std::string& body,

@@ -1,7 +1,9 @@
 #include "rapidqa/knowledge_store.h"
 
 #include <cstdio>
+#include <algorithm>
 #include <fstream>
+#include <thread>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -73,6 +75,36 @@ Result<KnowledgeEntry> entry_from_body(const std::string& id, std::uint64_t vers
   }
   entry->version = version;
   return entry;
+}
+
+Result<std::vector<KnowledgeEntry>> entries_in_parallel(
+    std::size_t count, const std::function<Result<KnowledgeEntry>(std::size_t)>& entry_at) {
+  constexpr std::size_t kRowsPerThread = 8192;  // below this a thread costs more than it saves
+  const std::size_t threads =
+      std::max<std::size_t>(1, std::min<std::size_t>({std::thread::hardware_concurrency(), 8, count / kRowsPerThread}));
+  std::vector<KnowledgeEntry> entries(count);
+  std::vector<Status> failures(threads);
+  std::vector<std::size_t> failed_at(threads, count);
+  const auto run = [&](std::size_t part) {
+    const std::size_t begin = count * part / threads, end = count * (part + 1) / threads;
+    for (std::size_t i = begin; i < end; ++i) {
+      auto entry = entry_at(i);
+      if (!entry) {
+        failures[part] = entry.status();
+        failed_at[part] = i;
+        return;
+      }
+      entries[i] = std::move(entry).value();
+    }
+  };
+  std::vector<std::thread> helpers;
+  for (std::size_t part = 1; part < threads; ++part) helpers.emplace_back(run, part);
+  run(0);
+  for (std::thread& helper : helpers) helper.join();
+  for (std::size_t part = 0; part < threads; ++part) {
+    if (failed_at[part] != count) return failures[part];
+  }
+  return entries;
 }
 
 Result<EntryVersion> entry_version_from(const std::string& id, std::uint64_t version, bool removed,

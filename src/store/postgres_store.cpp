@@ -170,15 +170,12 @@ Status PostgresKnowledgeStore::create_or_check_schema() {
 }
 
 Result<std::vector<KnowledgeEntry>> PostgresKnowledgeStore::entries_from(const PGresult* rows) {
-  std::vector<KnowledgeEntry> entries;
-  entries.reserve(static_cast<std::size_t>(PQntuples(rows)));
-  for (int row = 0; row < PQntuples(rows); ++row) {
-    auto entry = entry_from_body(pg::text_at(rows, row, 0), static_cast<std::uint64_t>(pg::int64_at(rows, row, 1)),
-                                 pg::text_at(rows, row, 2), name_);
-    if (!entry) return entry.status();
-    entries.push_back(std::move(entry).value());
-  }
-  return entries;
+  // A PGresult is only read here, which libpq allows from several threads.
+  return entries_in_parallel(static_cast<std::size_t>(PQntuples(rows)), [&](std::size_t i) {
+    const int row = static_cast<int>(i);
+    return entry_from_body(pg::text_at(rows, row, 0), static_cast<std::uint64_t>(pg::int64_at(rows, row, 1)),
+                           pg::text_at(rows, row, 2), name_);
+  });
 }
 
 Result<std::vector<KnowledgeEntry>> PostgresKnowledgeStore::load_current() {
