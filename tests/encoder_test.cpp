@@ -164,6 +164,17 @@ TEST_CASE("The learned state restores the same vectors and the same fingerprint"
   CHECK((*fresh)->restore_learned_state("garbage").code() == rapidqa::StatusCode::kInvalidArgument);
   CHECK((*fresh)->restore_learned_state(state.substr(0, state.size() - 3)).code() ==
         rapidqa::StatusCode::kInvalidArgument);
+  // The pairs are written ordered by hash; two swapped (or one repeated)
+  // is not a state this encoder wrote.
+  constexpr std::size_t kHeader = 6 + 8 + 4, kPair = 12;
+  REQUIRE(state.size() >= kHeader + 2 * kPair);
+  std::string swapped = state;
+  swapped.replace(kHeader, kPair, state, kHeader + kPair, kPair);
+  swapped.replace(kHeader + kPair, kPair, state, kHeader, kPair);
+  CHECK((*fresh)->restore_learned_state(swapped).code() == rapidqa::StatusCode::kInvalidArgument);
+  std::string repeated = state;
+  repeated.replace(kHeader + kPair, kPair, state, kHeader, kPair);
+  CHECK((*fresh)->restore_learned_state(repeated).code() == rapidqa::StatusCode::kInvalidArgument);
   CHECK((*fresh)->fingerprint() == before);
   REQUIRE((*fresh)->restore_learned_state("").is_ok());
   CHECK((*fresh)->fingerprint() == untrained);

@@ -59,7 +59,9 @@ class IdfTable {
  public:
   bool empty() const { return count_ == 0; }
 
-  void assign(const std::unordered_map<std::uint64_t, float>& idf) {
+  // `idf`: (hash, IDF) pairs with distinct hashes, any container of them.
+  template <typename Pairs>
+  void assign(const Pairs& idf) {
     std::size_t slots = 16;
     while (slots < 2 * idf.size()) slots *= 2;
     slots_.assign(slots, Slot{});
@@ -115,6 +117,10 @@ struct HashingEncoder::Impl {
   // IDF per feature hash, learned by adapt(); empty means IDF 1 everywhere.
   IdfTable idf;
   float unseen_idf = 1.0f;  // IDF of a feature absent from the corpus
+  // XXH64 of learned_state(), 0 when nothing is learned: kept with the
+  // table (set by adapt and restore) so fingerprint() need not serialize a
+  // table of millions of features at every call.
+  std::uint64_t state_checksum = 0;
 
   std::uint64_t feature_hash(FeatureKind kind, std::string_view a, std::string_view b = {}) const {
     std::uint64_t h = 0xcbf29ce484222325ULL ^ mix64(options.seed + static_cast<std::uint64_t>(kind));
@@ -274,6 +280,8 @@ void HashingEncoder::adapt(const std::vector<std::string>& corpus) {
   }
   impl_->idf.assign(idf);
   impl_->unseen_idf = static_cast<float>(std::log(1.0 + n) + 1.0);
+  const std::string state = learned_state();
+  impl_->state_checksum = state.empty() ? 0 : detail::xxh64(state.data(), state.size());
 }
 
 // The learned state: "RQIDF1", the pair count (u64), the IDF of unseen
@@ -313,8 +321,9 @@ std::string HashingEncoder::learned_state() const {
 
 Status HashingEncoder::restore_learned_state(const std::string& state) {
   if (state.empty()) {
-    impl_->idf.assign({});
+    impl_->idf.assign(std::vector<std::pair<std::uint64_t, float>>());
     impl_->unseen_idf = 1.0f;
+    impl_->state_checksum = 0;
     return Status::ok();
   }
   if (state.size() < kStateHeaderBytes || state.compare(0, kStateMagicBytes, kStateMagic) != 0) {
@@ -327,31 +336,38 @@ Status HashingEncoder::restore_learned_state(const std::string& state) {
                                                 state.size(), count));
   }
   const auto unseen = read_bytes<float>(state, kStateMagicBytes + 8);
-  std::unordered_map<std::uint64_t, float> idf;
-  idf.reserve(count);
+  if (!std::isfinite(unseen) || unseen <= 0.0f) {
+    return Status::invalid_argument(fmt::format("hashing encoder state: unseen IDF {}", unseen));
+  }
+  // Pairs straight into the table: no node per feature (a million-entry
+  // knowledge base has millions of features, and a restart reads them all).
+  std::vector<std::pair<std::uint64_t, float>> pairs(count);
   for (std::size_t i = 0; i < count; ++i) {
     const std::size_t at = kStateHeaderBytes + i * kStatePairBytes;
+    const auto hash = read_bytes<std::uint64_t>(state, at);
     const auto value = read_bytes<float>(state, at + 8);
     if (!std::isfinite(value) || value <= 0.0f) {
       return Status::invalid_argument(fmt::format("hashing encoder state: feature {} has IDF {}", i, value));
     }
-    idf.emplace(read_bytes<std::uint64_t>(state, at), value);
+    // Written ordered by hash: order also proves the hashes distinct.
+    if (i > 0 && hash <= pairs[i - 1].first) {
+      return Status::invalid_argument(
+          fmt::format("hashing encoder state: feature {} is out of order or repeated", i));
+    }
+    pairs[i] = {hash, value};
   }
-  if (!std::isfinite(unseen) || unseen <= 0.0f) {
-    return Status::invalid_argument(fmt::format("hashing encoder state: unseen IDF {}", unseen));
-  }
-  impl_->idf.assign(idf);
+  impl_->idf.assign(pairs);
   impl_->unseen_idf = unseen;
+  impl_->state_checksum = detail::xxh64(state.data(), state.size());
   return Status::ok();
 }
 
 std::string HashingEncoder::fingerprint() const {
   const HashingEncoderOptions& o = impl_->options;
-  const std::string state = learned_state();
   return fmt::format("hashing/v1/dim={}/seed={}/weights={},{},{},{},{}/ngrams={}-{}/idf={:016x}", o.dimension,
                      o.seed, o.word_weight, o.word_bigram_weight, o.char_ngram_weight, o.cjk_char_weight,
                      o.cjk_bigram_weight, o.char_ngram_min, o.char_ngram_max,
-                     state.empty() ? 0 : detail::xxh64(state.data(), state.size()));
+                     impl_->state_checksum);
 }
 
 }  // namespace rapidqa
