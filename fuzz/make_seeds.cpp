@@ -347,8 +347,8 @@ void index_snapshot_seeds() {
   const std::string framed = read(dir / "graph-with-removed.snap");
   seed("index_snapshot", "graph-body.bin", framed.substr(32));  // what the target frames itself
   std::string other_version = framed;
-  other_version[8] = 2;
-  seed("index_snapshot", "near-version-2.snap", other_version);
+  other_version[8] = 3;
+  seed("index_snapshot", "near-version-3.snap", other_version);
   std::string bad_sum = framed;
   bad_sum[24] ^= 1;
   seed("index_snapshot", "near-bad-checksum.snap", bad_sum);

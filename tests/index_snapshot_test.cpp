@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "common/checksum.h"
+#include "index/index_snapshot.h"
 #include "index/vector_index.h"
 #include "index_test_support.h"
 
@@ -60,7 +61,8 @@ constexpr std::size_t kHeaderBytes = 32;
 // passes the damage check, and only the reader's own checks stand between
 // its contents and the index.
 void write_with_valid_checksum(const std::string& path, std::string bytes) {
-  const std::uint64_t sum = rapidqa::detail::xxh64(bytes.data() + kHeaderBytes, bytes.size() - kHeaderBytes);
+  const std::uint64_t sum = rapidqa::index::snapshot_body_checksum(
+      reinterpret_cast<const std::uint8_t*>(bytes.data()) + kHeaderBytes, bytes.size() - kHeaderBytes);
   std::memcpy(&bytes[24], &sum, sizeof sum);
   write_bytes(path, bytes);
 }
@@ -182,6 +184,70 @@ TEST_CASE("A saved index loads back and answers every search as the saved one di
   }
 }
 
+TEST_CASE("A loaded graph reads its vectors from the file and keeps them through saves and rebuilds",
+          "[index][snapshot]") {
+  // A loaded HNSW index reads the saved rows where the file holds them and
+  // keeps the rows added later itself: a save (over the very file it reads)
+  // and a compaction must carry both.
+  const std::size_t dim = 32, k = 5;
+  const ScratchFolder folder("mapped");
+  const std::string path = folder.file("graph.snap");
+  Built saved = build(3000, dim, 100, 17);
+  REQUIRE(saved.index.save(path).is_ok());
+  auto loaded = VectorIndex::load(path, saved.options);
+  REQUIRE(loaded.is_ok());
+  VectorIndex& index = loaded.value();
+  const auto more = random_unit_vectors(50, dim, 18);
+  index.add_batch(labels_from(50000, 50), more.data());
+  REQUIRE(index.save(path).is_ok());  // replaces the file its first rows are read from
+  const auto expect_vectors = [&](const VectorIndex& each) {
+    for (std::int64_t label = 1; label < 3000; label += 97) {
+      if (label % 7 == 0) continue;
+      REQUIRE(each.vector_of(label) != nullptr);
+      CHECK(std::memcmp(each.vector_of(label), saved.vectors.data() + label * dim, dim * sizeof(float)) == 0);
+    }
+    for (std::int64_t i = 0; i < 50; ++i) {
+      REQUIRE(each.vector_of(50000 + i) != nullptr);
+      CHECK(std::memcmp(each.vector_of(50000 + i), more.data() + i * dim, dim * sizeof(float)) == 0);
+    }
+  };
+  expect_vectors(index);
+  auto again = VectorIndex::load(path, saved.options);
+  REQUIRE(again.is_ok());
+  expect_vectors(again.value());
+  require_same_answers(index, again.value(), random_unit_vectors(100, dim, 19), dim, k);
+  // Enough removals for a compaction: every row is copied out of the file.
+  for (std::int64_t label = 1; label < 1500; ++label) {
+    if (label % 7 != 0 && label % 97 != 1) REQUIRE(index.remove(label));
+  }
+  expect_vectors(index);
+  fs::remove(path);
+  expect_vectors(index);
+  const auto hit = index.search(more.data() + 7 * dim, 1);
+  REQUIRE(hit.size() == 1);
+  CHECK(hit[0].label == 50007);
+}
+
+TEST_CASE("A snapshot of format 1 (one checksum over the whole body) still loads", "[index][snapshot]") {
+  const ScratchFolder folder("format1");
+  const std::string path = folder.file("index.snap");
+  Built b = build(800, 16, 100, 23);
+  REQUIRE(b.index.save(path).is_ok());
+  std::string bytes = read_bytes(path);
+  CHECK(rapidqa::index::index_snapshot_identity(path)->format_version == rapidqa::index::kIndexSnapshotVersion);
+  put_at<std::uint32_t>(bytes, 8, 1);
+  put_at<std::uint64_t>(bytes, 24, rapidqa::detail::xxh64(bytes.data() + kHeaderBytes, bytes.size() - kHeaderBytes));
+  write_bytes(path, bytes);
+  CHECK(rapidqa::index::index_snapshot_identity(path)->format_version == 1);
+  auto loaded = VectorIndex::load(path, b.options);
+  REQUIRE(loaded.is_ok());
+  require_same_answers(b.index, loaded.value(), random_unit_vectors(50, 16, 24), 16, 5);
+  // Its checksum is checked as format 1 wrote it.
+  bytes[bytes.size() / 2] ^= 0x20;
+  write_bytes(path, bytes);
+  CHECK(VectorIndex::load(path, b.options).status().code() == StatusCode::kDataLoss);
+}
+
 TEST_CASE("An empty index and a save over an older snapshot round-trip", "[index][snapshot]") {
   const ScratchFolder folder("empty");
   const std::string path = folder.file("index.snap");
@@ -260,7 +326,7 @@ TEST_CASE("Missing, truncated, damaged and foreign snapshots are refused with th
   magic[0] = 'X';
   CHECK(load_code(magic) == StatusCode::kDataLoss);
   std::string version = good;
-  put_at<std::uint32_t>(version, 8, 2);
+  put_at<std::uint32_t>(version, 8, rapidqa::index::kIndexSnapshotVersion + 1);
   CHECK(load_code(version) == StatusCode::kFailedPrecondition);
 }
 

@@ -5,9 +5,11 @@
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <limits>
 #include <sstream>
+#include <thread>
 #include <type_traits>
 
 #include <fmt/format.h>
@@ -50,13 +52,20 @@ void prefer_huge_pages(void* data, std::size_t bytes) {
 
 namespace {
 
-// The body's bytes go through here: to the file and into the checksum.
+// The body's bytes go through here: to the file and into the checksum of
+// the chunk they fall in.
 class BodyWriter {
  public:
   explicit BodyWriter(detail::AtomicFileWriter& file) : file_(file) {}
 
   Status bytes(const void* data, std::size_t size) {
-    hash_.update(data, size);
+    const auto* p = static_cast<const std::uint8_t*>(data);
+    for (std::size_t left = size; left > 0;) {
+      const std::size_t take = std::min(left, kChecksumChunkBytes - in_chunk_);
+      chunk_.update(p, take);
+      in_chunk_ += take, p += take, left -= take;
+      if (in_chunk_ == kChecksumChunkBytes) end_chunk();
+    }
     size_ += size;
     return file_.append(data, size);
   }
@@ -71,11 +80,22 @@ class BodyWriter {
   }
 
   std::uint64_t size() const { return size_; }
-  std::uint64_t checksum() const { return hash_.digest(); }
+  std::uint64_t checksum() {
+    if (in_chunk_ > 0) end_chunk();
+    return detail::xxh64(chunk_sums_.data(), chunk_sums_.size() * sizeof(std::uint64_t));
+  }
 
  private:
+  void end_chunk() {
+    chunk_sums_.push_back(chunk_.digest());
+    chunk_ = detail::Xxh64();
+    in_chunk_ = 0;
+  }
+
   detail::AtomicFileWriter& file_;
-  detail::Xxh64 hash_;
+  detail::Xxh64 chunk_;
+  std::size_t in_chunk_ = 0;
+  std::vector<std::uint64_t> chunk_sums_;
   std::uint64_t size_ = 0;
 };
 
@@ -102,11 +122,27 @@ class BodyReader {
     out.clear();
     out.reserve(static_cast<std::size_t>(count));
     prefer_huge_pages(out.data(), static_cast<std::size_t>(count) * sizeof(T));
-    out.resize(static_cast<std::size_t>(count));
     const std::size_t bytes = static_cast<std::size_t>(count) * sizeof(T);
-    if (bytes > 0) std::memcpy(out.data(), p_, bytes);
+    // Copied in as the elements are made: no zero fill first (gigabytes
+    // at a million entries, on pages the kernel has just zeroed anyway).
+    const auto* first = reinterpret_cast<const T*>(p_);
+    if (reinterpret_cast<std::uintptr_t>(p_) % alignof(T) == 0) {
+      out.insert(out.end(), first, first + count);
+    } else {
+      out.resize(static_cast<std::size_t>(count));
+      if (bytes > 0) std::memcpy(out.data(), p_, bytes);
+    }
     p_ += bytes, left_ -= bytes;
     return true;
+  }
+  // `count` elements of T where they lie, or null when the body holds
+  // fewer or they are not aligned for T.
+  template <typename T>
+  const T* view(std::uint64_t count) {
+    if (count > left_ / sizeof(T) || reinterpret_cast<std::uintptr_t>(p_) % alignof(T) != 0) return nullptr;
+    const auto* first = reinterpret_cast<const T*>(p_);
+    p_ += count * sizeof(T), left_ -= count * sizeof(T);
+    return first;
   }
   bool text(std::string& out, std::uint64_t size) {
     if (size > left_) return false;
@@ -144,7 +180,8 @@ Status write_body(BodyWriter& out, const IndexSnapshotView& view) {
   if (s.is_ok()) s = out.scalar<std::uint32_t>(view.approximate ? kHnswMode : kExactMode);
   if (s.is_ok()) s = out.scalar<std::uint64_t>(labels.size());
   if (s.is_ok()) s = out.array(labels.data(), labels.size());
-  if (s.is_ok()) s = out.array(view.vectors, labels.size() * o.dimension);
+  if (s.is_ok()) s = out.array(view.first_vectors, view.first_rows * o.dimension);
+  if (s.is_ok()) s = out.array(view.vectors, (labels.size() - view.first_rows) * o.dimension);
   if (!s.is_ok() || !view.approximate) return s;
   const faiss::HNSW& graph = *view.graph;
   std::ostringstream generator;
@@ -282,9 +319,10 @@ Status read_body(BodyReader& in, IndexSnapshotContents& c, const VectorIndexOpti
   if (!in.scalar(rows) || rows > in.left() / row_bytes) {
     return damaged(fmt::format("{} rows of {} bytes do not fit in the {} bytes left", rows, row_bytes, in.left()));
   }
-  if (!in.array(c.row_labels, rows) || !in.array(c.vectors, rows * o.dimension)) {
-    return damaged("the rows are cut short");
-  }
+  if (!in.array(c.row_labels, rows)) return damaged("the rows are cut short");
+  // Where the file holds them (the layout puts them at a multiple of 8).
+  c.vectors = rows > 0 ? in.view<float>(rows * o.dimension) : nullptr;
+  if (rows > 0 && !c.vectors) return damaged("the rows are cut short");
   c.label_to_row.reserve(static_cast<std::size_t>(rows));
   for (std::size_t row = 0; row < c.row_labels.size(); ++row) {
     const std::int64_t label = c.row_labels[row];
@@ -323,10 +361,43 @@ Status write_index_snapshot(const std::string& path, const IndexSnapshotView& vi
   return file->commit();
 }
 
-Result<IndexSnapshotContents> read_index_snapshot(const std::string& path, const VectorIndexOptions& expected) {
-  if (expected.dimension == 0) return Status::invalid_argument("VectorIndex::load: dimension must be positive");
+std::uint64_t snapshot_body_checksum(const std::uint8_t* body, std::size_t size, unsigned threads) {
+  const std::size_t chunks = (size + kChecksumChunkBytes - 1) / kChecksumChunkBytes;
+  std::vector<std::uint64_t> sums(chunks);
+  std::atomic<std::size_t> next{0};
+  const auto work = [&] {
+    for (std::size_t c; (c = next.fetch_add(1)) < chunks;) {
+      const std::size_t begin = c * kChecksumChunkBytes;
+      sums[c] = detail::xxh64(body + begin, std::min(kChecksumChunkBytes, size - begin));
+    }
+  };
+  if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
+  threads = static_cast<unsigned>(std::min<std::size_t>({threads, 16, chunks}));
+  std::vector<std::thread> helpers;
+  for (unsigned t = 1; t < threads; ++t) helpers.emplace_back(work);
+  work();
+  for (std::thread& helper : helpers) helper.join();
+  return detail::xxh64(sums.data(), sums.size() * sizeof(std::uint64_t));
+}
+
+Result<IndexSnapshotIdentity> index_snapshot_identity(const std::string& path) {
   auto mapped = detail::MappedFile::open(path);
   if (!mapped.is_ok()) return mapped.status();
+  if (mapped->size() < kHeaderBytes || std::memcmp(mapped->data(), kMagic, sizeof kMagic) != 0) {
+    return Status::data_loss(fmt::format("{}: not a rapidqa vector-index snapshot", path));
+  }
+  IndexSnapshotIdentity identity;
+  identity.file_size = mapped->size();
+  identity.body_checksum = header_field<std::uint64_t>(mapped->data(), 24);
+  identity.format_version = header_field<std::uint32_t>(mapped->data(), 8);
+  return identity;
+}
+
+Result<IndexSnapshotContents> read_index_snapshot(const std::string& path, const VectorIndexOptions& expected) {
+  if (expected.dimension == 0) return Status::invalid_argument("VectorIndex::load: dimension must be positive");
+  auto opened = detail::MappedFile::open(path);
+  if (!opened.is_ok()) return opened.status();
+  auto mapped = std::make_shared<const detail::MappedFile>(std::move(opened).value());
   const std::uint8_t* file = mapped->data();
   const std::size_t size = mapped->size();
   if (size < kHeaderBytes) {
@@ -336,9 +407,9 @@ Result<IndexSnapshotContents> read_index_snapshot(const std::string& path, const
     return Status::data_loss(fmt::format("{}: not a rapidqa vector-index snapshot (bad magic)", path));
   }
   const auto version = header_field<std::uint32_t>(file, 8);
-  if (version != kIndexSnapshotVersion) {
-    return Status::failed_precondition(fmt::format("{}: snapshot format version {}; this library reads version {}",
-                                                   path, version, kIndexSnapshotVersion));
+  if (version != kIndexSnapshotVersion && version != 1) {
+    return Status::failed_precondition(fmt::format(
+        "{}: snapshot format version {}; this library reads versions 1 to {}", path, version, kIndexSnapshotVersion));
   }
   const auto reserved = header_field<std::uint32_t>(file, 12);
   const auto body_bytes = header_field<std::uint64_t>(file, 16);
@@ -350,12 +421,15 @@ Result<IndexSnapshotContents> read_index_snapshot(const std::string& path, const
   }
   // Before a single field is believed: a damaged file is reported as
   // damaged, not as whatever its flipped bits happen to say.
-  if (detail::xxh64(file + kHeaderBytes, size - kHeaderBytes) != checksum) {
+  const std::uint64_t actual = version == 1 ? detail::xxh64(file + kHeaderBytes, size - kHeaderBytes)
+                                            : snapshot_body_checksum(file + kHeaderBytes, size - kHeaderBytes);
+  if (actual != checksum) {
     return Status::data_loss(fmt::format("{}: checksum mismatch (the file is damaged)", path));
   }
   IndexSnapshotContents contents;
   BodyReader in(file + kHeaderBytes, size - kHeaderBytes);
   if (auto s = read_body(in, contents, expected, path); !s.is_ok()) return s;
+  contents.file = std::move(mapped);
   return contents;
 }
 

@@ -3,14 +3,18 @@
 // seconds instead of rebuilding it for minutes.
 //
 // Layout, every number little-endian:
-//   header (32 bytes): magic "RQAVINDX", format version (u32, 1), zero (u32),
-//     body length in bytes (u64), XXH64 of the body (u64, seed 0)
+//   header (32 bytes): magic "RQAVINDX", format version (u32, 2), zero (u32),
+//     body length in bytes (u64), the body's checksum (u64): XXH64 (seed 0)
+//     of the XXH64s of its 16 MiB chunks in order (the last one shorter),
+//     so a reader verifies gigabytes on every core at once; format 1, still
+//     read, held the XXH64 of the whole body
 //   body:
 //     options: dimension (u64), exact_limit (u64), hnsw_neighbors,
 //       hnsw_build_breadth, hnsw_search_breadth (i32 each), mode (u32: 0 exact,
 //       1 HNSW)
 //     rows (u64); then each row's label (i64, -1 for a removed row)
-//     each row's float vector (rows x dimension f32), tombstones included
+//     each row's float vector (rows x dimension f32), tombstones included;
+//       at offset 72 + 8 x rows, so aligned for floats in a mapping
 //     HNSW mode only, FAISS's graph as faiss::HNSW holds it:
 //       entry point (i32), top level (i32), each row's level count (i32:
 //       FAISS's `levels`, the node's top level + 1), the neighbour count (u64)
@@ -39,6 +43,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <random>
 #include <string>
 #include <unordered_map>
@@ -48,21 +53,42 @@
 #include "rapidqa/status.h"
 
 namespace faiss { struct HNSW; }
+namespace rapidqa::detail { class MappedFile; }
 
 namespace rapidqa::index {
 
-inline constexpr std::uint32_t kIndexSnapshotVersion = 1;
+inline constexpr std::uint32_t kIndexSnapshotVersion = 2;
+inline constexpr std::size_t kChecksumChunkBytes = std::size_t{16} << 20;
+
+// A body's checksum as format 2 records it (see the layout above), its
+// chunks hashed on up to `threads` threads (0: one per core).
+std::uint64_t snapshot_body_checksum(const std::uint8_t* body, std::size_t size, unsigned threads = 0);
 
 // An index's state as save() hands it to the writer, borrowed.
 struct IndexSnapshotView {
   VectorIndexOptions options;
   bool approximate = false;
   const std::vector<std::int64_t>* row_labels = nullptr;  // -1 for a removed row
-  const float* vectors = nullptr;                          // row_labels->size() x dimension
+  // The rows' vectors, row_labels->size() x dimension: the first
+  // first_rows from first_vectors, the rest from vectors.
+  std::size_t first_rows = 0;
+  const float* first_vectors = nullptr;
+  const float* vectors = nullptr;
   const faiss::HNSW* graph = nullptr;                      // approximate only
 };
 
 Status write_index_snapshot(const std::string& path, const IndexSnapshotView& view);
+
+// A snapshot file named without reading its body: its size and the body
+// checksum its header records (which reading it verifies), so a file
+// saved beside it can say which save it belongs to. kNotFound without the
+// file; kDataLoss when it is shorter than a header or not a snapshot.
+struct IndexSnapshotIdentity {
+  std::uint64_t file_size = 0;
+  std::uint64_t body_checksum = 0;
+  std::uint32_t format_version = 0;  // below kIndexSnapshotVersion: worth saving again
+};
+Result<IndexSnapshotIdentity> index_snapshot_identity(const std::string& path);
 
 // A snapshot read back and checked, ready to be installed in an index.
 struct IndexSnapshotContents {
@@ -71,7 +97,10 @@ struct IndexSnapshotContents {
   std::vector<std::int64_t> row_labels;
   std::unordered_map<std::int64_t, std::int64_t> label_to_row;
   std::size_t tombstones = 0;
-  std::vector<float> vectors;
+  // The rows' float vectors, row_labels.size() x dimension, where the
+  // mapped file holds them (kept alive by `file`).
+  std::shared_ptr<const detail::MappedFile> file;
+  const float* vectors = nullptr;
   // HNSW mode only: the graph in faiss::HNSW's own fields.
   std::int32_t entry_point = -1;
   std::int32_t max_level = -1;

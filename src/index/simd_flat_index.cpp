@@ -9,6 +9,7 @@
 #include <functional>
 #include <limits>
 #include <optional>
+#include <thread>
 #include <vector>
 
 #include "index/int8_code_scorer.h"
@@ -321,11 +322,23 @@ Int8FlatIP::Int8FlatIP(idx_t d)
 
 void Int8FlatIP::sa_encode(idx_t n, const float* x, std::uint8_t* bytes) const {
   const auto dim = static_cast<std::size_t>(d);
-  for (idx_t i = 0; i < n; ++i) {
-    std::uint8_t* code = bytes + static_cast<std::size_t>(i) * code_size;
-    const float scale = quantize_row(x + static_cast<std::size_t>(i) * dim, dim, reinterpret_cast<std::int8_t*>(code));
-    std::memcpy(code + dim, &scale, sizeof scale);
-  }
+  const auto encode = [&](idx_t begin, idx_t end) {
+    for (idx_t i = begin; i < end; ++i) {
+      std::uint8_t* code = bytes + static_cast<std::size_t>(i) * code_size;
+      const float scale =
+          quantize_row(x + static_cast<std::size_t>(i) * dim, dim, reinterpret_cast<std::int8_t*>(code));
+      std::memcpy(code + dim, &scale, sizeof scale);
+    }
+  };
+  // A loaded index encodes all its rows at once (millions at a restart):
+  // those are split over the cores; an insert's few rows stay here.
+  constexpr idx_t kRowsPerThread = 1 << 16;
+  const auto threads = static_cast<idx_t>(
+      std::max<unsigned>(1, std::min<unsigned>(std::thread::hardware_concurrency(), static_cast<unsigned>(std::min<idx_t>(8, n / kRowsPerThread)))));
+  std::vector<std::thread> helpers;
+  for (idx_t t = 1; t < threads; ++t) helpers.emplace_back(encode, n * t / threads, n * (t + 1) / threads);
+  encode(0, n / threads);
+  for (std::thread& helper : helpers) helper.join();
 }
 
 void Int8FlatIP::sa_decode(idx_t n, const std::uint8_t* bytes, float* x) const {

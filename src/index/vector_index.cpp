@@ -10,6 +10,7 @@
 #include <stdexcept>
 
 #include "common/guard.h"
+#include "common/mapped_file.h"
 #include "index/hnsw_search.h"
 #include "index/index_snapshot.h"
 #include "index/int8_rows.h"
@@ -91,6 +92,7 @@ bool VectorIndex::remove(std::int64_t label) {
 
 void VectorIndex::clear() {
   vectors_ = {};
+  drop_mapping();
   row_label_.clear();
   label_to_row_.clear();
   tombstones_ = 0;
@@ -127,6 +129,7 @@ void VectorIndex::rebuild(bool approximate) {
   // Exact mode reads the flat index's own copy: keeping ours too would
   // double the memory.
   vectors_ = approximate ? std::move(live_vectors) : std::vector<float>();
+  drop_mapping();
   row_label_ = std::move(live_labels);
   label_to_row_.clear();
   for (std::size_t row = 0; row < row_label_.size(); ++row) label_to_row_[row_label_[row]] = static_cast<std::int64_t>(row);
@@ -213,7 +216,10 @@ Status VectorIndex::save(const std::string& path) const {
     view.options = options_;
     view.approximate = approximate_;
     view.row_labels = &row_label_;
-    view.vectors = row_vector(0);
+    const std::size_t rows = row_label_.size();
+    view.first_rows = approximate_ ? std::min(mapped_row_count_, rows) : 0;
+    view.first_vectors = mapped_rows_;
+    view.vectors = view.first_rows < rows ? row_vector(static_cast<std::int64_t>(view.first_rows)) : nullptr;
     if (approximate_) view.graph = &static_cast<const faiss::IndexHNSW&>(*index_).hnsw;
     return write_index_snapshot(path, view);
   });
@@ -228,7 +234,7 @@ Result<VectorIndex> VectorIndex::load(const std::string& path, const VectorIndex
     const auto rows = static_cast<faiss::Index::idx_t>(saved.row_labels.size());
     if (!saved.approximate) {
       // The flat index keeps the floats and derives its int8 rows from them.
-      if (rows > 0) index.index_->add(rows, saved.vectors.data());
+      if (rows > 0) index.index_->add(rows, saved.vectors);
     } else {
       index.index_ = index.make_index(true);
       auto& hnsw = static_cast<faiss::IndexHNSW&>(*index.index_);
@@ -237,7 +243,7 @@ Result<VectorIndex> VectorIndex::load(const std::string& path, const VectorIndex
       auto& codes = static_cast<faiss::IndexFlatCodes&>(*hnsw.storage).codes;
       codes.reserve(saved.row_labels.size() * hnsw.storage->sa_code_size());
       prefer_huge_pages(codes.data(), codes.capacity());
-      if (rows > 0) hnsw.storage->add(rows, saved.vectors.data());
+      if (rows > 0) hnsw.storage->add(rows, saved.vectors);
       hnsw.ntotal = rows;
       faiss::HNSW& graph = hnsw.hnsw;
       graph.levels = std::move(saved.levels);
@@ -246,7 +252,9 @@ Result<VectorIndex> VectorIndex::load(const std::string& path, const VectorIndex
       graph.entry_point = saved.entry_point;
       graph.max_level = saved.max_level;
       graph.rng.mt = saved.level_generator;
-      index.vectors_ = std::move(saved.vectors);
+      index.mapped_file_ = std::move(saved.file);
+      index.mapped_rows_ = saved.vectors;
+      index.mapped_row_count_ = saved.row_labels.size();
       index.approximate_ = true;
     }
     index.row_label_ = std::move(saved.row_labels);
@@ -256,9 +264,19 @@ Result<VectorIndex> VectorIndex::load(const std::string& path, const VectorIndex
   });
 }
 
+void VectorIndex::drop_mapping() {
+  mapped_file_.reset();
+  mapped_rows_ = nullptr;
+  mapped_row_count_ = 0;
+}
+
 const float* VectorIndex::row_vector(std::int64_t row) const {
-  const float* rows = approximate_ ? vectors_.data() : static_cast<const SimdFlatIP&>(*index_).get_xb();
-  return rows + static_cast<std::size_t>(row) * options_.dimension;
+  if (!approximate_) {
+    return static_cast<const SimdFlatIP&>(*index_).get_xb() + static_cast<std::size_t>(row) * options_.dimension;
+  }
+  const auto r = static_cast<std::size_t>(row);
+  if (r < mapped_row_count_) return mapped_rows_ + r * options_.dimension;
+  return vectors_.data() + (r - mapped_row_count_) * options_.dimension;
 }
 
 const float* VectorIndex::vector_of(std::int64_t label) const {
@@ -270,7 +288,10 @@ std::size_t VectorIndex::memory_bytes() const {
   // A libstdc++ hash node (next pointer, key, value: 24 bytes) takes a
   // 32-byte malloc chunk.
   constexpr std::size_t kLabelNodeBytes = 32;
-  std::size_t bytes = row_label_.capacity() * sizeof(std::int64_t) + vectors_.capacity() * sizeof(float) +
+  // The mapped rows count too: they are resident once read (as page
+  // cache, shared and reclaimable).
+  std::size_t bytes = row_label_.capacity() * sizeof(std::int64_t) +
+                      (vectors_.capacity() + mapped_row_count_ * options_.dimension) * sizeof(float) +
                       label_to_row_.size() * kLabelNodeBytes + label_to_row_.bucket_count() * sizeof(void*);
   if (approximate_) {
     const auto& hnsw = static_cast<const faiss::IndexHNSW&>(*index_);

@@ -33,6 +33,8 @@
 
 namespace faiss { struct Index; }
 
+namespace rapidqa::detail { class MappedFile; }
+
 namespace rapidqa::index {
 
 struct VectorIndexOptions {
@@ -118,13 +120,21 @@ class VectorIndex {
   std::unique_ptr<faiss::Index> make_index(bool approximate) const;
   // The float vector of a row, wherever this mode keeps it.
   const float* row_vector(std::int64_t row) const;
+  void drop_mapping();
 
   VectorIndexOptions options_;
   std::unique_ptr<faiss::Index> index_;   // rows are labelled 0..rows-1
   // HNSW mode only: row-major float copy of every row, for re-ranking and
   // rebuilds (the graph stores int8). Empty in exact mode, where the flat
-  // index's own storage holds the floats.
+  // index's own storage holds the floats. After load(), the first
+  // mapped_row_count_ rows are read where the snapshot file holds them
+  // (mapped, not copied: gigabytes at a million entries) and vectors_ holds
+  // the rows added since; a rebuild copies them all back in here. The file
+  // is replaced by rename, never rewritten, so the mapping stays valid.
   std::vector<float> vectors_;
+  std::shared_ptr<const detail::MappedFile> mapped_file_;
+  const float* mapped_rows_ = nullptr;
+  std::size_t mapped_row_count_ = 0;
   bool approximate_ = false;
   std::vector<std::int64_t> row_label_;   // row -> label, -1 for a tombstone
   std::unordered_map<std::int64_t, std::int64_t> label_to_row_;
