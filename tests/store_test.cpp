@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstring>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -26,6 +27,7 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
+#include "common/checksum.h"
 #include "rapidqa/hashing_encoder.h"
 #include "rapidqa/knowledge_store.h"
 #include "rapidqa/qa_engine.h"
@@ -514,11 +516,13 @@ namespace {
 // a restart that read its vectors from one that encoded them.
 class CountingEncoder final : public rapidqa::Encoder {
  public:
-  explicit CountingEncoder(rapidqa::HashingEncoderOptions options = {})
-      : inner_(std::move(rapidqa::HashingEncoder::create(options)).value()) {}
+  // lightweight = false: the engine treats it as a model encoder (a
+  // degraded path with a lexical mirror of the knowledge, a batcher).
+  explicit CountingEncoder(rapidqa::HashingEncoderOptions options = {}, bool lightweight = true)
+      : inner_(std::move(rapidqa::HashingEncoder::create(options)).value()), lightweight_(lightweight) {}
   std::size_t dimension() const override { return inner_->dimension(); }
   std::string name() const override { return inner_->name(); }
-  bool is_lightweight() const override { return true; }
+  bool is_lightweight() const override { return lightweight_; }
   rapidqa::Status encode(const std::vector<std::string>& texts, std::vector<float>& out) const override {
     encoded += texts.size();
     return inner_->encode(texts, out);
@@ -533,6 +537,7 @@ class CountingEncoder final : public rapidqa::Encoder {
 
  private:
   std::unique_ptr<rapidqa::HashingEncoder> inner_;
+  bool lightweight_;
 };
 
 std::unique_ptr<QAEngine> engine_with(const std::string& uri, std::shared_ptr<rapidqa::Encoder> encoder,
@@ -699,4 +704,128 @@ TEST_CASE("A damaged or foreign index snapshot is not used: the index is built f
   log.clear();
   auto again = engine_with(dir.uri(), std::make_shared<CountingEncoder>(), &log);
   CHECK(logged(log, "read the retrieval index of"));
+}
+
+TEST_CASE("A model encoder's engine reads its lexical mirror back at a restart instead of building it",
+          "[store][restart][degradation]") {
+  ScratchDir dir("lexical");
+  const auto model_like = [] { return std::make_shared<CountingEncoder>(rapidqa::HashingEncoderOptions{}, false); };
+  {
+    auto engine = engine_with(dir.uri(), model_like());
+    REQUIRE(engine->load_knowledge(RAPIDQA_SOURCE_DIR "/examples/data/faq.jsonl"));
+  }
+  for (const char* file : {"kb.db.index.lexical", "kb.db.index.lexical.labels", "kb.db.index.lexical.state"}) {
+    INFO(file);
+    CHECK(fs::exists(dir.path / file));
+  }
+  {
+    std::vector<std::string> log;
+    auto engine = engine_with(dir.uri(), model_like(), &log);
+    CHECK(logged(log, "read the retrieval index of"));
+    CHECK(logged(log, "read the lexical index of"));
+    CHECK_FALSE(logged(log, "not used"));
+    // A change after the restart reaches the mirror and the next save.
+    KnowledgeEntry e;
+    e.id = "parking";
+    e.question = "Where can I park my car?";
+    e.answer = "Level B2";
+    REQUIRE(engine->add_entry(e).is_ok());
+  }
+  // A damaged state file: the mirror is built from the entries, and saved
+  // again whole at close.
+  const fs::path state = dir.path / "kb.db.index.lexical.state";
+  {
+    std::fstream file(state, std::ios::in | std::ios::out | std::ios::binary);
+    file.seekp(static_cast<std::streamoff>(fs::file_size(state) / 2));
+    file.put('\x7f');
+  }
+  {
+    std::vector<std::string> log;
+    auto engine = engine_with(dir.uri(), model_like(), &log);
+    CHECK(logged(log, "the lexical index snapshot is not used"));
+    CHECK(engine->ask("Where can I park my car?")->text == "Level B2");
+  }
+  std::vector<std::string> log;
+  auto engine = engine_with(dir.uri(), model_like(), &log);
+  CHECK(logged(log, "read the lexical index of"));
+  CHECK_FALSE(logged(log, "not used"));
+}
+
+namespace {
+
+template <typename T>
+T take(const std::string& bytes, std::size_t& at) {
+  T value;
+  std::memcpy(&value, bytes.data() + at, sizeof value);
+  at += sizeof value;
+  return value;
+}
+
+template <typename T>
+void put(std::string& out, T value) {
+  out.append(reinterpret_cast<const char*>(&value), sizeof value);
+}
+
+std::string file_bytes(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+}  // namespace
+
+TEST_CASE("A labels file of the first format is read and saved again in the current one",
+          "[store][restart][snapshot]") {
+  ScratchDir dir("labels-format1");
+  {
+    auto engine = engine_on(dir.uri());
+    REQUIRE(engine->load_knowledge(RAPIDQA_SOURCE_DIR "/examples/data/faq.jsonl"));
+  }
+  // Format 1, as an earlier rapidqa wrote it: the index named by the XXH64
+  // of its whole file, the entries in no particular order (here reversed).
+  const fs::path labels = dir.path / "kb.db.index.labels";
+  const std::string current = file_bytes(labels);
+  REQUIRE(current.compare(0, 6, "RQKBL2") == 0);
+  std::size_t at = 8;
+  const auto index_size = take<std::uint64_t>(current, at);
+  (void)take<std::uint64_t>(current, at);
+  const auto fingerprint_bytes = take<std::uint32_t>(current, at);
+  const std::string fingerprint = current.substr(at, fingerprint_bytes);
+  at += fingerprint_bytes;
+  const auto next_label = take<std::int64_t>(current, at);
+  const auto count = take<std::uint64_t>(current, at);
+  std::vector<std::string> entries;
+  for (std::uint64_t i = 0; i < count; ++i) {
+    const std::size_t begin = at;
+    at += take<std::uint32_t>(current, at);
+    (void)take<std::uint64_t>(current, at);
+    at += 8 * take<std::uint32_t>(current, at);
+    entries.push_back(current.substr(begin, at - begin));
+  }
+  REQUIRE(at + 8 == current.size());
+  const std::string index = file_bytes(dir.path / "kb.db.index");
+  REQUIRE(index.size() == index_size);
+  std::string old(std::string("RQKBL1\0\0", 8));
+  put<std::uint64_t>(old, index_size);
+  put<std::uint64_t>(old, rapidqa::detail::xxh64(index.data(), index.size()));
+  put<std::uint32_t>(old, fingerprint_bytes);
+  old += fingerprint;
+  put<std::int64_t>(old, next_label);
+  put<std::uint64_t>(old, count);
+  for (auto it = entries.rbegin(); it != entries.rend(); ++it) old += *it;
+  put<std::uint64_t>(old, rapidqa::detail::xxh64(old.data(), old.size()));
+  std::ofstream(labels, std::ios::binary | std::ios::trunc) << old;
+
+  auto encoder = std::make_shared<CountingEncoder>();
+  {
+    std::vector<std::string> log;
+    auto engine = engine_with(dir.uri(), encoder, &log);
+    CHECK(logged(log, "read the retrieval index of"));
+    CHECK_FALSE(logged(log, "not used"));
+    CHECK(encoder->encoded == 0);
+    auto file = rapidqa::read_knowledge_file(RAPIDQA_SOURCE_DIR "/examples/data/faq.jsonl");
+    REQUIRE(file);
+    for (const auto& e : file->entries) CHECK(engine->ask(e.question)->text == e.answer);
+  }
+  // Saved again at close, in the current format.
+  CHECK(file_bytes(labels).compare(0, 6, "RQKBL2") == 0);
 }

@@ -1,9 +1,14 @@
 #include "engine/degraded_path.h"
 
 #include <algorithm>
+#include <cstring>
 #include <utility>
 
 #include <fmt/format.h>
+
+#include "common/atomic_file.h"
+#include "common/checksum.h"
+#include "common/mapped_file.h"
 
 namespace rapidqa::engine {
 
@@ -30,6 +35,63 @@ void DegradedPath::mirror_all(std::vector<KnowledgeEntry> entries) {
   if (!lexical_) return;
   Status s = lexical_->replace_all(std::move(entries));
   if (!s.is_ok()) warn("lexical index: " + s.message());
+}
+
+namespace {
+
+// PATH.state: "RQLXS1\0\0", u64 n, n bytes of learned state, u64 XXH64 of
+// everything before it.
+constexpr std::size_t kStateMagicBytes = 8;
+constexpr char kStateMagic[kStateMagicBytes] = {'R', 'Q', 'L', 'X', 'S', '1', 0, 0};
+
+}  // namespace
+
+Status DegradedPath::save_mirror(const std::string& path) const {
+  if (!lexical_) return Status::ok();
+  if (Status s = lexical_->save_snapshot(path, lexical_encoder_->fingerprint()); !s.is_ok()) return s;
+  const std::string state = lexical_encoder_->learned_state();
+  std::string file(kStateMagic, kStateMagicBytes);
+  const std::uint64_t length = state.size();
+  file.append(reinterpret_cast<const char*>(&length), sizeof length);
+  file += state;
+  const std::uint64_t checksum = detail::xxh64(file.data(), file.size());
+  file.append(reinterpret_cast<const char*>(&checksum), sizeof checksum);
+  auto writer = detail::AtomicFileWriter::create(path + ".state");
+  if (!writer) return writer.status();
+  if (Status s = writer->append(file.data(), file.size()); !s.is_ok()) return s;
+  return writer->commit();
+}
+
+bool DegradedPath::restore_mirror(const std::string& path, std::vector<KnowledgeEntry>& entries) {
+  if (!lexical_) return true;
+  const auto not_used = [&](const Status& why) {
+    if (why.code() != StatusCode::kNotFound) warn(fmt::format("the lexical index snapshot is not used ({}); building it", why.message()));
+    return false;
+  };
+  auto file = detail::MappedFile::open(path + ".state");
+  if (!file) return not_used(file.status());
+  const std::size_t size = file->size();
+  std::uint64_t length = 0, checksum = 0;
+  if (size < kStateMagicBytes + 16 || std::memcmp(file->data(), kStateMagic, kStateMagicBytes) != 0) {
+    return not_used(Status::data_loss(path + ".state: not a lexical index state file"));
+  }
+  std::memcpy(&length, file->data() + kStateMagicBytes, sizeof length);
+  std::memcpy(&checksum, file->data() + size - sizeof checksum, sizeof checksum);
+  if (length != size - kStateMagicBytes - 16 || detail::xxh64(file->data(), size - sizeof checksum) != checksum) {
+    return not_used(Status::data_loss(path + ".state: damaged (length or checksum)"));
+  }
+  const std::string state(reinterpret_cast<const char*>(file->data()) + kStateMagicBytes + 8, length);
+  // A failed restore below leaves this state in the encoder: mirror_all
+  // then learns it again from the entries.
+  if (Status s = lexical_encoder_->restore_learned_state(state); !s.is_ok()) return not_used(s);
+  const std::size_t total = entries.size();
+  auto restored = lexical_->restore_snapshot(path, lexical_encoder_->fingerprint(), entries);
+  if (!restored) return not_used(restored.status());
+  if (options_.log) {
+    options_.log(LogLevel::kInfo, fmt::format("read the lexical index of {} entries from '{}'; encoded {}", total,
+                                              path, restored->encoded_ids.size()));
+  }
+  return true;
 }
 
 void DegradedPath::mirror_entry(const std::string& id, const KnowledgeEntry* current) {

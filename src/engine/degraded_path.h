@@ -51,6 +51,17 @@ class DegradedPath {
   void mirror_entry(const std::string& id, const KnowledgeEntry* current);
   void reindex();
 
+  // The mirror kept between runs, beside the engine's own index snapshot:
+  // PATH (the lexical index, KnowledgeBase::save_snapshot) and PATH.state
+  // (its encoder's learned statistics). Without them a restart of an
+  // engine with a model encoder would rebuild the lexical index: as long
+  // as the first start of a HashingEncoder engine.
+  Status save_mirror(const std::string& path) const;
+  // Mirrors `entries` from what save_mirror wrote: false when there is no
+  // usable snapshot (logged unless there is none at all), and then the
+  // entries are as they were; on success they are moved from.
+  bool restore_mirror(const std::string& path, std::vector<KnowledgeEntry>& entries);
+
   // The degraded answer for a request (reason: why the model could not
   // serve it). The lexical path runs only before the deadline; expired
   // answers are looked up only when the request may use the caches.

@@ -44,6 +44,7 @@ EngineKnowledge::~EngineKnowledge() {
 void EngineKnowledge::save_index_snapshot() {
   if (index_snapshot_.empty() || !snapshot_stale_) return;
   Status saved = base_.save_snapshot(index_snapshot_, encoder_->fingerprint());
+  if (saved.is_ok() && mirror_) saved = mirror_->save_mirror(lexical_snapshot());
   if (saved.is_ok()) {
     snapshot_stale_ = false;
   } else if (log_) {
@@ -53,21 +54,26 @@ void EngineKnowledge::save_index_snapshot() {
 }
 
 bool EngineKnowledge::restore_index_snapshot(std::vector<KnowledgeEntry>& entries, const std::string& fingerprint) {
-  auto encoded = base_.restore_snapshot(index_snapshot_, fingerprint, entries);
-  if (!encoded) {
-    if (encoded.status().code() != StatusCode::kNotFound && log_) {
+  std::vector<KnowledgeEntry> mirror_copy;  // the restore moves the entries away
+  if (mirror_) mirror_copy = entries;
+  const std::size_t total = entries.size();
+  auto restored = base_.restore_snapshot(index_snapshot_, fingerprint, entries);
+  if (!restored) {
+    if (restored.status().code() != StatusCode::kNotFound && log_) {
       log_(LogLevel::kWarning, fmt::format("the retrieval index snapshot is not used ({}); building the index",
-                                           encoded.status().message()));
+                                           restored.status().message()));
     }
     return false;
   }
-  if (mirror_) mirror_->mirror_all(entries);
-  for (std::string& id : *encoded) unsaved_vectors_.insert(std::move(id));
-  snapshot_stale_ = !encoded->empty();
+  const bool mirror_restored = !mirror_ || mirror_->restore_mirror(lexical_snapshot(), mirror_copy);
+  if (!mirror_restored) mirror_->mirror_all(std::move(mirror_copy));
+  std::vector<std::string>& encoded = restored->encoded_ids;
+  for (std::string& id : encoded) unsaved_vectors_.insert(std::move(id));
+  snapshot_stale_ = !encoded.empty() || restored->outdated_format || !mirror_restored;
   if (log_) {
     log_(LogLevel::kInfo, fmt::format("read the retrieval index of {} entries from '{}'; encoded {} (new or changed "
                                       "since it was saved)",
-                                      entries.size(), index_snapshot_, encoded->size()));
+                                      total, index_snapshot_, encoded.size()));
   }
   (void)save_unsaved_vectors();
   return true;

@@ -119,6 +119,8 @@ class EngineKnowledge {
   // false when the index must be built (the reason logged).
   bool restore_index_snapshot(std::vector<KnowledgeEntry>& entries, const std::string& fingerprint);
   // Saves the index snapshot when it is out of date; failures are logged.
+  // Where the degraded path's lexical mirror is kept, beside the index.
+  std::string lexical_snapshot() const { return index_snapshot_ + ".lexical"; }
   void save_index_snapshot();
   // After a full encode: the encoder's learned state and every vector.
   void save_everything_encoded();

@@ -136,22 +136,23 @@ Result<std::vector<std::string>> KnowledgeBase::replace_all_reusing(std::vector<
 
   index::VectorIndex fresh(index_options(dim, options_));
   std::unordered_map<std::string, StoredEntry> stored;
-  std::unordered_map<std::int64_t, std::string> label_to_id;
+  std::unordered_map<std::int64_t, const StoredEntry*> entry_of_label;
+  stored.reserve(entries.size());
+  entry_of_label.reserve(rows);
   std::vector<std::int64_t> labels(rows);
   std::vector<std::string> stored_ids(entries.size());
   for (std::size_t i = 0; i < entries.size(); ++i) {
     stored_ids[i] = entries[i].id;
-    StoredEntry se;
+    const std::string id = entries[i].id;
+    StoredEntry& se = stored[id];
     const std::size_t phrasings = 1 + entries[i].alternates.size();
     for (std::size_t j = 0; j < phrasings; ++j) {
       const auto label = static_cast<std::int64_t>(first_row[i] + j);
       se.labels.push_back(label);
       labels[first_row[i] + j] = label;
-      label_to_id.emplace(label, entries[i].id);
+      entry_of_label.emplace(label, &se);
     }
-    const std::string id = entries[i].id;
     se.entry = std::move(entries[i]);
-    stored.emplace(id, std::move(se));
   }
   std::vector<std::string> encoded_ids;
   encoded_ids.reserve(to_encode.size());
@@ -159,7 +160,7 @@ Result<std::vector<std::string>> KnowledgeBase::replace_all_reusing(std::vector<
   fresh.add_batch(labels, vectors.data());
   index_ = std::move(fresh);
   entries_ = std::move(stored);
-  label_to_id_ = std::move(label_to_id);
+  entry_of_label_ = std::move(entry_of_label);
   next_label_ = static_cast<std::int64_t>(rows);
   return encoded_ids;
 }
@@ -176,7 +177,7 @@ Status KnowledgeBase::store(KnowledgeEntry entry, std::uint64_t version) {
   for (std::size_t j = 0; j < encoded.normalized.size(); ++j) {
     const std::int64_t label = next_label_++;
     index_.upsert(label, encoded.vectors.data() + j * dim);
-    label_to_id_.emplace(label, entry.id);
+    entry_of_label_.emplace(label, &stored);
     stored.labels.push_back(label);
   }
   stored.entry = std::move(entry);
@@ -186,7 +187,7 @@ Status KnowledgeBase::store(KnowledgeEntry entry, std::uint64_t version) {
 void KnowledgeBase::erase_labels(StoredEntry& stored) {
   for (auto label : stored.labels) {
     index_.remove(label);
-    label_to_id_.erase(label);
+    entry_of_label_.erase(label);
   }
   stored.labels.clear();
 }
@@ -257,11 +258,11 @@ std::vector<KnowledgeMatch> KnowledgeBase::search(const float* query, std::size_
   // Several phrasings of one entry can crowd the top: fetch more phrasings
   // than entries wanted and keep each entry's best.
   const auto neighbors = index_.search(query, std::max<std::size_t>(top_k * 4, 8));
-  std::unordered_set<std::string> seen;
+  std::unordered_set<const StoredEntry*> seen;
   for (const auto& n : neighbors) {
-    const auto id = label_to_id_.find(n.label);
-    if (id == label_to_id_.end() || !seen.insert(id->second).second) continue;
-    matches.push_back({&entries_.at(id->second).entry, n.similarity});
+    const auto it = entry_of_label_.find(n.label);
+    if (it == entry_of_label_.end() || !seen.insert(it->second).second) continue;
+    matches.push_back({&it->second->entry, n.similarity});
     if (matches.size() == top_k) break;
   }
   return matches;

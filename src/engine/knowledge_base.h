@@ -80,9 +80,14 @@ class KnowledgeBase {
   // (or holds at another version) are dropped from it. On error nothing
   // changes: kNotFound without a snapshot; kFailedPrecondition when another
   // encoder or other index options made it; kDataLoss when it is damaged or
-  // its two files do not belong together. Returns the ids encoded.
-  Result<std::vector<std::string>> restore_snapshot(const std::string& path, const std::string& fingerprint,
-                                                    std::vector<KnowledgeEntry> entries);
+  // its two files do not belong together. The entries are moved from on
+  // success only.
+  struct SnapshotRestore {
+    std::vector<std::string> encoded_ids;  // the entries encoded (new or changed since the save)
+    bool outdated_format = false;          // read from an older format: save it again
+  };
+  Result<SnapshotRestore> restore_snapshot(const std::string& path, const std::string& fingerprint,
+                                           std::vector<KnowledgeEntry>& entries);
 
   const KnowledgeEntry* find(const std::string& id) const;
   // Whether every entry the answer was built from is still here at the
@@ -121,13 +126,15 @@ class KnowledgeBase {
   // entry with its id; on error nothing changes.
   Status store(KnowledgeEntry entry, std::uint64_t version);
   void erase_labels(StoredEntry& stored);
-  void rebuild_from(std::unordered_map<std::string, StoredEntry>& entries);
 
   std::shared_ptr<Encoder> encoder_;
   KnowledgeBaseOptions options_;
   index::VectorIndex index_;
   std::unordered_map<std::string, StoredEntry> entries_;
-  std::unordered_map<std::int64_t, std::string> label_to_id_;
+  // Each indexed phrasing's entry: a node of entries_ (whose addresses
+  // outlive rehashing and moving the map), so a search resolves a label
+  // without a second lookup and a restart copies no id per phrasing.
+  std::unordered_map<std::int64_t, const StoredEntry*> entry_of_label_;
   std::int64_t next_label_ = 0;
 };
 

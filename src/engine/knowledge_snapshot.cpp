@@ -2,17 +2,23 @@
 // read back at a restart instead of built (see knowledge_base.h).
 //
 // PATH holds the index (VectorIndex::save). PATH.labels, little-endian:
-//   "RQKBL1\0\0"                       magic and format version
-//   u64 index file size, u64 its XXH64 the index this file belongs to
+//   "RQKBL2\0\0"                       magic and format version
+//   u64 index file size, u64 the body checksum its header records: the
+//                                      index this file belongs to
 //   u32 n, n bytes                     the encoder's fingerprint
 //   i64 next label, u64 entry count
-//   per entry: u32 n, n bytes id; u64 version; u32 label count; i64 labels
+//   per entry, ordered by id (bytewise): u32 n, n bytes id; u64 version;
+//     u32 label count; i64 labels
 //   u64 XXH64 of everything before it
+// Format 1 ("RQKBL1") named the index by the XXH64 of its whole file, so
+// reading it hashed the index twice; it is still read, and saved again in
+// format 2 at the next save.
 #include <sys/stat.h>
 
 #include <algorithm>
 #include <cstring>
-#include <unordered_set>
+#include <numeric>
+#include <string_view>
 
 #include <fmt/format.h>
 
@@ -20,11 +26,14 @@
 #include "common/checksum.h"
 #include "common/mapped_file.h"
 #include "engine/knowledge_base.h"
+#include "index/index_snapshot.h"
 
 namespace rapidqa::engine {
 namespace {
 
-constexpr char kMagic[8] = {'R', 'Q', 'K', 'B', 'L', '1', 0, 0};
+constexpr std::size_t kMagicBytes = 8;
+constexpr char kMagic[kMagicBytes] = {'R', 'Q', 'K', 'B', 'L', '2', 0, 0};
+constexpr char kMagicFormat1[kMagicBytes] = {'R', 'Q', 'K', 'B', 'L', '1', 0, 0};
 
 template <typename T>
 void append_value(std::string& out, T value) {
@@ -42,12 +51,22 @@ class Reader {
     at_ += sizeof(T);
     return true;
   }
-  bool read_string(std::string& out) {
+  // A length-prefixed string, viewed in place.
+  bool read_view(std::string_view& out) {
     std::uint32_t length = 0;
     if (!read(length) || size_ - at_ < length) return false;
-    out.assign(reinterpret_cast<const char*>(data_ + at_), length);
+    out = std::string_view(reinterpret_cast<const char*>(data_ + at_), length);
     at_ += length;
     return true;
+  }
+  // `count` values of T, skipped over; their first byte, or null when the
+  // file holds fewer.
+  template <typename T>
+  const std::uint8_t* skip(std::uint64_t count) {
+    if ((size_ - at_) / sizeof(T) < count) return nullptr;
+    const std::uint8_t* first = data_ + at_;
+    at_ += count * sizeof(T);
+    return first;
   }
   std::size_t left() const { return size_ - at_; }
 
@@ -57,26 +76,41 @@ class Reader {
   std::size_t at_ = 0;
 };
 
-Result<std::pair<std::uint64_t, std::uint64_t>> size_and_checksum(const std::string& path) {
-  auto mapped = detail::MappedFile::open(path);
-  if (!mapped) return mapped.status();
-  return std::make_pair<std::uint64_t, std::uint64_t>(mapped->size(), detail::xxh64(mapped->data(), mapped->size()));
-}
+// One entry of the labels file, viewed in the mapped file.
+struct SavedEntry {
+  std::string_view id;
+  std::uint64_t version = 0;
+  std::uint32_t label_count = 0;
+  const std::uint8_t* labels = nullptr;  // label_count i64s, unaligned
+
+  std::int64_t label(std::size_t i) const {
+    std::int64_t value;
+    std::memcpy(&value, labels + i * sizeof value, sizeof value);
+    return value;
+  }
+};
 
 }  // namespace
 
 Status KnowledgeBase::save_snapshot(const std::string& path, const std::string& fingerprint) const {
   if (Status s = index_.save(path); !s.is_ok()) return s;
-  auto index_file = size_and_checksum(path);
+  auto index_file = index::index_snapshot_identity(path);
   if (!index_file) return index_file.status();
-  std::string body(kMagic, sizeof(kMagic));
-  append_value<std::uint64_t>(body, index_file->first);
-  append_value<std::uint64_t>(body, index_file->second);
+  // Ordered by id, as a store lists its entries: the restart pairs the two
+  // lists in one walk instead of hashing a million ids.
+  std::vector<const std::pair<const std::string, StoredEntry>*> ordered;
+  ordered.reserve(entries_.size());
+  for (const auto& item : entries_) ordered.push_back(&item);
+  std::sort(ordered.begin(), ordered.end(), [](const auto* a, const auto* b) { return a->first < b->first; });
+  std::string body(kMagic, kMagicBytes);
+  append_value<std::uint64_t>(body, index_file->file_size);
+  append_value<std::uint64_t>(body, index_file->body_checksum);
   append_value<std::uint32_t>(body, static_cast<std::uint32_t>(fingerprint.size()));
   body += fingerprint;
   append_value<std::int64_t>(body, next_label_);
   append_value<std::uint64_t>(body, entries_.size());
-  for (const auto& [id, stored] : entries_) {
+  for (const auto* item : ordered) {
+    const auto& [id, stored] = *item;
     append_value<std::uint32_t>(body, static_cast<std::uint32_t>(id.size()));
     body += id;
     append_value<std::uint64_t>(body, stored.entry.version);
@@ -90,9 +124,9 @@ Status KnowledgeBase::save_snapshot(const std::string& path, const std::string& 
   return writer->commit();
 }
 
-Result<std::vector<std::string>> KnowledgeBase::restore_snapshot(const std::string& path,
-                                                                 const std::string& fingerprint,
-                                                                 std::vector<KnowledgeEntry> entries) {
+Result<KnowledgeBase::SnapshotRestore> KnowledgeBase::restore_snapshot(const std::string& path,
+                                                                      const std::string& fingerprint,
+                                                                      std::vector<KnowledgeEntry>& entries) {
   const std::string labels_path = path + ".labels";
   struct stat info {};
   if (::stat(labels_path.c_str(), &info) != 0 || ::stat(path.c_str(), &info) != 0) {
@@ -103,8 +137,9 @@ Result<std::vector<std::string>> KnowledgeBase::restore_snapshot(const std::stri
   const auto damaged = [&](const char* what) {
     return Status::data_loss(fmt::format("retrieval index snapshot '{}': {}", labels_path, what));
   };
-  if (labels_file->size() < sizeof(kMagic) + 8 ||
-      std::memcmp(labels_file->data(), kMagic, sizeof(kMagic)) != 0) {
+  if (labels_file->size() < kMagicBytes + 8) return damaged("not a labels file of this format");
+  const bool format1 = std::memcmp(labels_file->data(), kMagicFormat1, kMagicBytes) == 0;
+  if (!format1 && std::memcmp(labels_file->data(), kMagic, kMagicBytes) != 0) {
     return damaged("not a labels file of this format");
   }
   std::uint64_t stored_checksum = 0;
@@ -112,11 +147,11 @@ Result<std::vector<std::string>> KnowledgeBase::restore_snapshot(const std::stri
   if (detail::xxh64(labels_file->data(), labels_file->size() - 8) != stored_checksum) {
     return damaged("checksum mismatch");
   }
-  Reader in(labels_file->data() + sizeof(kMagic), labels_file->size() - sizeof(kMagic) - 8);
+  Reader in(labels_file->data() + kMagicBytes, labels_file->size() - kMagicBytes - 8);
   std::uint64_t index_size = 0, index_checksum = 0, count = 0;
   std::int64_t next_label = 0;
-  std::string saved_fingerprint;
-  if (!in.read(index_size) || !in.read(index_checksum) || !in.read_string(saved_fingerprint) ||
+  std::string_view saved_fingerprint;
+  if (!in.read(index_size) || !in.read(index_checksum) || !in.read_view(saved_fingerprint) ||
       !in.read(next_label) || !in.read(count)) {
     return damaged("truncated header");
   }
@@ -124,67 +159,86 @@ Result<std::vector<std::string>> KnowledgeBase::restore_snapshot(const std::stri
     return Status::failed_precondition(fmt::format("retrieval index snapshot '{}' was made by another encoder ({})",
                                                    path, saved_fingerprint));
   }
-  auto index_file = size_and_checksum(path);
-  if (!index_file) return index_file.status();
-  if (index_file->first != index_size || index_file->second != index_checksum) {
+  // Which save the index file comes from: its header's body checksum (which
+  // the load below verifies), or in format 1 the hash of the whole file.
+  auto identity = index::index_snapshot_identity(path);
+  if (!identity) return identity.status();
+  std::uint64_t actual_size = identity->file_size, actual_checksum = identity->body_checksum;
+  if (format1) {
+    auto index_file = detail::MappedFile::open(path);
+    if (!index_file) return index_file.status();
+    actual_size = index_file->size();
+    actual_checksum = detail::xxh64(index_file->data(), index_file->size());
+  }
+  if (actual_size != index_size || actual_checksum != index_checksum) {
     return damaged("the index file is not the one this labels file was saved with");
   }
-  struct Saved {
-    std::uint64_t version;
-    std::vector<std::int64_t> labels;
-  };
-  std::unordered_map<std::string, Saved> saved;
-  saved.reserve(std::min<std::uint64_t>(count, in.left() / 16));
-  for (std::uint64_t i = 0; i < count; ++i) {
-    std::string id;
-    Saved s;
-    std::uint32_t label_count = 0;
-    if (!in.read_string(id) || !in.read(s.version) || !in.read(label_count) || in.left() / 8 < label_count) {
+  // Each entry is at least its three counts: a count the file cannot hold
+  // is refused before anything is allocated for it.
+  if (count > in.left() / 16) return damaged("truncated entry list");
+  std::vector<SavedEntry> saved(static_cast<std::size_t>(count));
+  for (SavedEntry& s : saved) {
+    if (!in.read_view(s.id) || !in.read(s.version) || !in.read(s.label_count) ||
+        !(s.labels = in.skip<std::int64_t>(s.label_count))) {
       return damaged("truncated entry list");
     }
-    s.labels.resize(label_count);
-    for (auto& label : s.labels) in.read(label);
-    saved.emplace(std::move(id), std::move(s));
+  }
+  const auto by_id = [](const SavedEntry& a, const SavedEntry& b) { return a.id < b.id; };
+  if (!std::is_sorted(saved.begin(), saved.end(), by_id)) std::sort(saved.begin(), saved.end(), by_id);  // format 1
+  for (std::size_t i = 1; i < saved.size(); ++i) {
+    if (saved[i].id == saved[i - 1].id) return damaged("an entry is listed twice");
   }
   auto loaded = index::VectorIndex::load(path, index_.options());
   if (!loaded) return loaded.status();
   index::VectorIndex index = std::move(loaded).value();
-
-  // Keep what the snapshot holds at the current version; drop the rest
-  // from the index; the entries without kept vectors are encoded below.
-  std::unordered_set<std::string> ids;
-  std::unordered_map<std::string, StoredEntry> stored;
-  std::unordered_map<std::int64_t, std::string> label_to_id;
-  std::vector<const KnowledgeEntry*> to_encode;
-  for (auto& e : entries) {
-    if (!ids.insert(e.id).second) return Status::already_exists(fmt::format("duplicate entry id '{}'", e.id));
-    if (e.version == 0) e.version = 1;
-  }
-  for (auto& [id, s] : saved) {
-    const bool labels_present = std::all_of(s.labels.begin(), s.labels.end(),
-                                            [&](std::int64_t label) { return label < next_label && index.contains(label); });
-    if (!labels_present) return damaged("a label is missing from the index");
-  }
-  std::vector<std::size_t> encode_rows;
-  for (std::size_t i = 0; i < entries.size(); ++i) {
-    KnowledgeEntry& e = entries[i];
-    const auto it = saved.find(e.id);
-    if (it != saved.end() && it->second.version == e.version && it->second.labels.size() == 1 + e.alternates.size()) {
-      StoredEntry se;
-      se.labels = it->second.labels;
-      for (const std::int64_t label : se.labels) label_to_id.emplace(label, e.id);
-      saved.erase(it);
-      se.entry = std::move(e);
-      stored.emplace(se.entry.id, std::move(se));
-    } else {
-      encode_rows.push_back(i);
+  for (const SavedEntry& s : saved) {
+    for (std::size_t j = 0; j < s.label_count; ++j) {
+      const std::int64_t label = s.label(j);
+      if (label >= next_label || !index.contains(label)) return damaged("a label is missing from the index");
     }
   }
-  for (const auto& [id, s] : saved) {  // removed or changed since the snapshot
-    for (const std::int64_t label : s.labels) index.remove(label);
+
+  // The entries in id order (a store lists them so; anything else is
+  // sorted here), walked beside the saved list: what the snapshot holds at
+  // the current version is kept, what it holds otherwise is dropped from
+  // the index, and the entries without kept vectors are encoded below.
+  for (auto& e : entries) {
+    if (e.version == 0) e.version = 1;
   }
-  std::vector<std::string> encoded_ids;
+  std::vector<std::size_t> order(entries.size());
+  std::iota(order.begin(), order.end(), std::size_t{0});
+  const auto entry_before = [&](std::size_t a, std::size_t b) { return entries[a].id < entries[b].id; };
+  if (!std::is_sorted(order.begin(), order.end(), entry_before)) std::sort(order.begin(), order.end(), entry_before);
+  for (std::size_t k = 1; k < order.size(); ++k) {
+    if (entries[order[k]].id == entries[order[k - 1]].id) {
+      return Status::already_exists(fmt::format("duplicate entry id '{}'", entries[order[k]].id));
+    }
+  }
+  std::vector<std::pair<std::size_t, const SavedEntry*>> kept;  // (entry, its saved labels)
+  std::vector<std::size_t> encode_rows;
+  const auto drop = [&](const SavedEntry& s) {  // removed or changed since the snapshot
+    for (std::size_t j = 0; j < s.label_count; ++j) index.remove(s.label(j));
+  };
+  std::size_t next_saved = 0;
+  for (const std::size_t i : order) {
+    const KnowledgeEntry& e = entries[i];
+    while (next_saved < saved.size() && saved[next_saved].id < e.id) drop(saved[next_saved++]);
+    if (next_saved < saved.size() && saved[next_saved].id == e.id) {
+      const SavedEntry& s = saved[next_saved++];
+      if (s.version == e.version && s.label_count == 1 + e.alternates.size()) {
+        kept.emplace_back(i, &s);
+        continue;
+      }
+      drop(s);
+    }
+    encode_rows.push_back(i);
+  }
+  while (next_saved < saved.size()) drop(saved[next_saved++]);
+
+  // What changed since the save is encoded before any entry is moved, so a
+  // failure leaves the caller's entries as they were.
   const std::size_t dim = encoder_->dimension();
+  std::vector<float> encoded_vectors;
   constexpr std::size_t kChunk = 1000;
   for (std::size_t begin = 0; begin < encode_rows.size(); begin += kChunk) {
     const std::size_t end = std::min(encode_rows.size(), begin + kChunk);
@@ -192,26 +246,41 @@ Result<std::vector<std::string>> KnowledgeBase::restore_snapshot(const std::stri
     for (std::size_t k = begin; k < end; ++k) chunk.push_back(&entries[encode_rows[k]]);
     Encoded encoded;
     if (Status s = encode_phrasings(chunk, encoded, nullptr, /*refit_encoder=*/false); !s.is_ok()) return s;
-    std::size_t row = 0;
-    for (std::size_t k = begin; k < end; ++k) {
-      KnowledgeEntry& e = entries[encode_rows[k]];
-      StoredEntry se;
-      for (std::size_t j = 0; j < 1 + e.alternates.size(); ++j, ++row) {
-        const std::int64_t label = next_label++;
-        index.upsert(label, encoded.vectors.data() + row * dim);
-        label_to_id.emplace(label, e.id);
-        se.labels.push_back(label);
-      }
-      encoded_ids.push_back(e.id);
-      se.entry = std::move(e);
-      stored.emplace(se.entry.id, std::move(se));
+    encoded_vectors.insert(encoded_vectors.end(), encoded.vectors.begin(), encoded.vectors.end());
+  }
+
+  std::unordered_map<std::string, StoredEntry> stored;
+  std::unordered_map<std::int64_t, const StoredEntry*> entry_of_label;
+  stored.reserve(entries.size());
+  entry_of_label.reserve(index.size() + encoded_vectors.size() / dim);
+  for (const auto& [i, s] : kept) {
+    StoredEntry& se = stored[entries[i].id];
+    se.labels.resize(s->label_count);
+    for (std::size_t j = 0; j < s->label_count; ++j) {
+      se.labels[j] = s->label(j);
+      entry_of_label.emplace(se.labels[j], &se);
     }
+    se.entry = std::move(entries[i]);
+  }
+  SnapshotRestore restored;
+  std::size_t row = 0;
+  for (const std::size_t i : encode_rows) {
+    StoredEntry& se = stored[entries[i].id];
+    for (std::size_t j = 0; j < 1 + entries[i].alternates.size(); ++j, ++row) {
+      const std::int64_t label = next_label++;
+      index.upsert(label, encoded_vectors.data() + row * dim);
+      entry_of_label.emplace(label, &se);
+      se.labels.push_back(label);
+    }
+    restored.encoded_ids.push_back(entries[i].id);
+    se.entry = std::move(entries[i]);
   }
   index_ = std::move(index);
   entries_ = std::move(stored);
-  label_to_id_ = std::move(label_to_id);
+  entry_of_label_ = std::move(entry_of_label);
   next_label_ = next_label;
-  return encoded_ids;
+  restored.outdated_format = format1 || identity->format_version < index::kIndexSnapshotVersion;
+  return restored;
 }
 
 }  // namespace rapidqa::engine
