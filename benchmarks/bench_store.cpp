@@ -11,8 +11,9 @@
 // skipped, with the reason, when no server can be started.
 //
 // Run them interleaved, as the README's table was:
-//   rapidqa-bench --benchmark_filter=BM_StoreWrite --benchmark_repetitions=3 \
+//   rapidqa-bench --benchmark_filter=BM_StoreWrite --benchmark_repetitions=3
 //     --benchmark_enable_random_interleaving=true
+// (one command line)
 #include <benchmark/benchmark.h>
 
 #include <unistd.h>
