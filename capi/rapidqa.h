@@ -98,13 +98,19 @@ typedef struct rqa_engine_options {
    * Borrowed during create (copied). */
   const char* snapshot_key;
   /* Added after 0.2.0: the durable knowledge store, "sqlite:PATH" (created when
-   * missing; see docs/store.md). The engine loads its entries at create and
+   * missing) or "postgresql://USER@HOST/DATABASE" (shared; see docs/store.md). The engine loads its entries at create and
    * commits every change there before applying it, so changes survive a
    * restart; load_knowledge becomes an all-or-nothing import. A store
    * another process writes is refused (RQA_FAILED_PRECONDITION), a damaged
    * one too (RQA_DATA_LOSS). NULL or "" = knowledge in memory only.
    * Borrowed during create. */
   const char* knowledge_store;
+  /* Where the engine keeps its retrieval index between runs, so a restart
+   * reads it instead of building it: NULL or "" = beside a SQLite store's
+   * file (PATH.index), none for a PostgreSQL store (name a local path there,
+   * one per instance). Unused without a knowledge_store. Borrowed during
+   * create. */
+  const char* index_snapshot;
 } rqa_engine_options;
 
 RQA_API void rqa_engine_options_init(rqa_engine_options* options);

@@ -276,6 +276,8 @@ rqa_status rqa_engine_create(const rqa_engine_options* options, rqa_engine** out
     if (has_key && c.snapshot_key) o.semantic_cache.snapshot_key = c.snapshot_key;
     const bool has_store = c.struct_size >= offsetof(rqa_engine_options, knowledge_store) + sizeof(const char*);
     if (has_store && c.knowledge_store) o.knowledge_store = c.knowledge_store;
+    const bool has_snapshot = c.struct_size >= offsetof(rqa_engine_options, index_snapshot) + sizeof(const char*);
+    if (has_snapshot && c.index_snapshot) o.index_snapshot = c.index_snapshot;
     auto engine = rapidqa::QAEngine::create(std::move(o));
     if (!engine) return report(engine.status());
     *out = new rqa_engine{std::move(engine).value()};

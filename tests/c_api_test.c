@@ -421,6 +421,10 @@ static void test_knowledge_store(void) {
   CHECK(strstr(rqa_last_error(), "open for writing") != NULL);
   rqa_engine_destroy(engine);
 
+  /* The retrieval index kept where named. */
+  char snapshot_path[300];
+  snprintf(snapshot_path, sizeof snapshot_path, "%s.snapshot", path);
+  options.index_snapshot = snapshot_path;
   engine = NULL;
   CHECK(rqa_engine_create(&options, &engine) == RQA_OK);
   CHECK(rqa_engine_entry_count(engine) == 1);
@@ -441,15 +445,23 @@ static void test_knowledge_store(void) {
   CHECK(exported == 1);
   rqa_engine_destroy(engine);
 
+  char extra_path[340];
+  snprintf(extra_path, sizeof extra_path, "%s.labels", snapshot_path);
+  FILE* labels = fopen(extra_path, "rb");
+  CHECK(labels != NULL); /* saved at close: the rollback changed the index */
+  if (labels) fclose(labels);
+
   rqa_engine* memory_only = NULL;
   CHECK(rqa_engine_create(NULL, &memory_only) == RQA_OK);
   CHECK(rqa_engine_rollback_entry(memory_only, "hours", 1, NULL) == RQA_FAILED_PRECONDITION);
   rqa_engine_destroy(memory_only);
-  char lock_path[300];
-  snprintf(lock_path, sizeof lock_path, "%s.lock", path);
   remove(path);
-  remove(lock_path);
   remove(exported_path);
+  const char* suffixes[] = {".lock", ".index", ".index.labels", ".snapshot", ".snapshot.labels"};
+  for (size_t i = 0; i < sizeof suffixes / sizeof suffixes[0]; ++i) {
+    snprintf(extra_path, sizeof extra_path, "%s%s", path, suffixes[i]);
+    remove(extra_path);
+  }
 }
 
 int main(void) {

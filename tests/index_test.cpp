@@ -51,6 +51,9 @@ TEST_CASE("Removed and replaced labels are never returned stale", "[index]") {
   REQUIRE(hits.size() == 1);
   CHECK(hits[0].label == 2);
   CHECK(hits[0].similarity == Approx(1.0f).epsilon(1e-4));
+  // -1 marks a removed row inside the index: no label may be negative.
+  CHECK_THROWS_AS(index.upsert(-1, vectors.data()), std::invalid_argument);
+  CHECK(index.size() == 1);
 }
 
 TEST_CASE("Many removals compact the index and searches keep returning k live labels", "[index]") {
@@ -327,4 +330,30 @@ TEST_CASE("Batched searches spread over the search pool return what single searc
     }
   }
   rapidqa::runtime::resize_search_pool(1);
+}
+
+TEST_CASE("Rows quantize to the same codes on every kernel", "[index][scan]") {
+  // The graph's int8 rows are made again from the floats at every load:
+  // the AVX-512 path must give the scalar path's codes and scales exactly,
+  // non-finite elements (coded 0) and zero vectors included.
+  using rapidqa::index::ScanKernel;
+  const ScanKernel before = rapidqa::index::scan_kernel();
+  for (const std::size_t dim : {std::size_t{7}, std::size_t{16}, std::size_t{384}, std::size_t{390}}) {
+    CAPTURE(dim);
+    auto vectors = random_unit_vectors(64, dim, 41);
+    for (std::size_t j = 0; j < dim; ++j) vectors[j] = 0.0f;  // a zero row
+    vectors[dim + 3] = std::numeric_limits<float>::infinity();
+    vectors[2 * dim + 1] = std::numeric_limits<float>::quiet_NaN();
+    vectors[3 * dim + dim - 1] = -1000.0f;  // one element dominates the scale
+    for (std::size_t row = 0; row < 64; ++row) {
+      std::vector<std::int8_t> portable(dim), best(dim);
+      rapidqa::index::set_scan_kernel(ScanKernel::kPortable);
+      const float portable_scale = rapidqa::index::quantize_row(vectors.data() + row * dim, dim, portable.data());
+      rapidqa::index::set_scan_kernel(ScanKernel::kAvx512Vnni);  // clamped to what this CPU runs
+      const float best_scale = rapidqa::index::quantize_row(vectors.data() + row * dim, dim, best.data());
+      CHECK(portable_scale == best_scale);
+      CHECK(portable == best);
+    }
+  }
+  rapidqa::index::set_scan_kernel(before);
 }

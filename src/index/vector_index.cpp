@@ -55,6 +55,8 @@ std::unique_ptr<faiss::Index> VectorIndex::make_index(bool approximate) const {
 }
 
 void VectorIndex::upsert(std::int64_t label, const float* vector) {
+  // -1 marks a removed row: a negative label would read as one.
+  if (label < 0) throw std::invalid_argument("VectorIndex: labels must be non-negative");
   remove(label);
   const auto row = static_cast<std::int64_t>(row_label_.size());
   row_label_.push_back(label);

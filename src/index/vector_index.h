@@ -57,7 +57,8 @@ class VectorIndex {
   VectorIndex(VectorIndex&&) noexcept;
   VectorIndex& operator=(VectorIndex&&) noexcept;
 
-  // Adds or replaces the vector stored under label.
+  // Adds or replaces the vector stored under label (non-negative: a
+  // negative one throws std::invalid_argument, as add_batch does).
   void upsert(std::int64_t label, const float* vector);
   // Adds many at once (labels must be new and distinct); builds the index
   // in one pass, which is much faster than one upsert per vector.
