@@ -25,4 +25,8 @@ namespace rapidqa::detail {
 // holds whatever was read before the reader stopped).
 bool read_common_entry(std::string_view line, KnowledgeEntry& entry);
 
+// parse_knowledge_entry_json (knowledge_file.h) on a view: the fast reader
+// for the common line, the general parser with its messages for the rest.
+Result<KnowledgeEntry> parse_knowledge_entry(std::string_view json_object);
+
 }  // namespace rapidqa::detail

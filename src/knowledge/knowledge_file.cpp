@@ -46,7 +46,7 @@ std::string read_string_array(const json& obj, const char* field, std::vector<st
 
 // The common line through the fast reader (entry_reader.h); false sends it
 // to the general parser below, which words any refusal.
-bool parse_common_line(const std::string& line, KnowledgeEntry& entry) {
+bool parse_common_line(std::string_view line, KnowledgeEntry& entry) {
   KnowledgeEntry read;
   if (!detail::read_common_entry(line, read) || !validate_entry(read).is_ok()) return false;
   entry = std::move(read);
@@ -54,7 +54,7 @@ bool parse_common_line(const std::string& line, KnowledgeEntry& entry) {
 }
 
 // Parses one JSON line into an entry; returns "" or what is wrong with it.
-std::string parse_line(const std::string& line, KnowledgeEntry& entry) {
+std::string parse_line(std::string_view line, KnowledgeEntry& entry) {
   if (parse_common_line(line, entry)) return "";
   auto parsed = detail::parse_json_bounded(line);
   if (!parsed) return parsed.status().message();
@@ -202,6 +202,12 @@ std::string knowledge_entry_to_json(const KnowledgeEntry& entry) {
 }
 
 Result<KnowledgeEntry> parse_knowledge_entry_json(const std::string& json_object) {
+  return detail::parse_knowledge_entry(json_object);
+}
+
+namespace detail {
+
+Result<KnowledgeEntry> parse_knowledge_entry(std::string_view json_object) {
   return detail::guarded("parsing an entry", [&]() -> Result<KnowledgeEntry> {
     KnowledgeEntry entry;
     std::string problem = parse_line(json_object, entry);
@@ -209,6 +215,8 @@ Result<KnowledgeEntry> parse_knowledge_entry_json(const std::string& json_object
     return entry;
   });
 }
+
+}  // namespace detail
 
 Result<KnowledgeFile> read_knowledge_file(const std::string& path, const KnowledgeFileOptions& options) {
   std::ifstream in(path, std::ios::binary);

@@ -5,6 +5,7 @@
 
 #include <functional>
 #include <string>
+#include <string_view>
 
 #include "rapidqa/knowledge_store.h"
 
@@ -22,7 +23,7 @@ Status in_batch(const Status& refusal, std::size_t index, std::size_t count);
 // A stored row back as an entry: `body` is the entry as a JSONL line.
 // kDataLoss naming the store, the entry and the version when it does not
 // parse.
-Result<KnowledgeEntry> entry_from_body(const std::string& id, std::uint64_t version, const std::string& body,
+Result<KnowledgeEntry> entry_from_body(std::string_view id, std::uint64_t version, std::string_view body,
                                        const std::string& store_name);
 // entry_at(i) for every i below count, on a few threads (a restart parses
 // every current entry: a million at a large store), in row order; the

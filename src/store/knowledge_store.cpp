@@ -11,6 +11,7 @@
 
 #include "common/bounded_json.h"
 #include "common/guard.h"
+#include "knowledge/entry_reader.h"
 #include "store/change_rules.h"
 #include "store/postgres_store.h"
 #include "store/sqlite_store.h"
@@ -66,9 +67,9 @@ Status check_change(const StoreChange& change, bool is_current) {
   return Status::ok();
 }
 
-Result<KnowledgeEntry> entry_from_body(const std::string& id, std::uint64_t version, const std::string& body,
+Result<KnowledgeEntry> entry_from_body(std::string_view id, std::uint64_t version, std::string_view body,
                                        const std::string& store_name) {
-  auto entry = parse_knowledge_entry_json(body);
+  auto entry = detail::parse_knowledge_entry(body);
   if (!entry) {
     return Status::data_loss(fmt::format("{}: version {} of entry '{}' is stored damaged: {}", store_name, version,
                                          detail::clip_for_message(id), entry.status().message()));

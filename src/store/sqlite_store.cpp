@@ -226,21 +226,33 @@ Result<KnowledgeEntry> SqliteKnowledgeStore::entry_from_row(sqlite3_stmt* row) {
 Result<std::vector<KnowledgeEntry>> SqliteKnowledgeStore::load_current() {
   std::lock_guard<std::mutex> lock(mu_);
   sqlite3_stmt* row = statements_->load_current.fresh();
-  // The rows first (a statement steps on one thread), parsed after.
+  // The rows first (a statement steps on one thread), parsed after; their
+  // text goes into one buffer, not two strings per row.
   struct Row {
-    std::string id;
     std::uint64_t version;
-    std::string body;
+    std::size_t id_at, id_bytes, body_at, body_bytes;
   };
   std::vector<Row> rows;
+  std::string text;
+  const auto append = [&](int column, std::size_t& at, std::size_t& bytes) {
+    const auto* data = reinterpret_cast<const char*>(sqlite3_column_text(row, column));
+    at = text.size();
+    bytes = data ? static_cast<std::size_t>(sqlite3_column_bytes(row, column)) : 0;
+    text.append(data ? data : "", bytes);
+  };
   int rc;
   while ((rc = sqlite3_step(row)) == SQLITE_ROW) {
-    rows.push_back({column_text(row, 0), static_cast<std::uint64_t>(sqlite3_column_int64(row, 1)), column_text(row, 2)});
+    Row r{static_cast<std::uint64_t>(sqlite3_column_int64(row, 1)), 0, 0, 0, 0};
+    append(0, r.id_at, r.id_bytes);
+    append(2, r.body_at, r.body_bytes);
+    rows.push_back(r);
   }
   sqlite3_reset(row);
   if (rc != SQLITE_DONE) return fail(rc, "loading the current entries");
+  const std::string_view all(text);
   return entries_in_parallel(rows.size(), [&](std::size_t i) {
-    return entry_from_body(rows[i].id, rows[i].version, rows[i].body, name_);
+    const Row& r = rows[i];
+    return entry_from_body(all.substr(r.id_at, r.id_bytes), r.version, all.substr(r.body_at, r.body_bytes), name_);
   });
 }
 
