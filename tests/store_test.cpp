@@ -557,6 +557,25 @@ bool logged(const std::vector<std::string>& log, const std::string& part) {
   return std::any_of(log.begin(), log.end(), [&](const std::string& line) { return line.find(part) != std::string::npos; });
 }
 
+// Overwrites the byte in the middle of a file, as a torn copy or a bad
+// sector would.
+void damage_middle_byte(const fs::path& path) {
+  std::fstream file(path, std::ios::in | std::ios::out | std::ios::binary);
+  file.seekp(static_cast<std::streamoff>(fs::file_size(path) / 2));
+  file.put('\x7f');
+}
+
+// Every question of the bundled FAQ gets its own answer.
+void check_faq_answers(QAEngine& engine) {
+  auto file = rapidqa::read_knowledge_file(RAPIDQA_SOURCE_DIR "/examples/data/faq.jsonl");
+  REQUIRE(file);
+  for (const auto& e : file->entries) {
+    auto answer = engine.ask(e.question);
+    REQUIRE(answer);
+    CHECK(answer->text == e.answer);
+  }
+}
+
 }  // namespace
 
 STORE_TEST_CASE(restart_reads_vectors,
@@ -681,24 +700,14 @@ TEST_CASE("A damaged or foreign index snapshot is not used: the index is built f
   const fs::path index = dir.path / "kb.db.index";
   REQUIRE(fs::exists(index));
   REQUIRE(fs::exists(dir.path / "kb.db.index.labels"));
-  {
-    std::fstream file(index, std::ios::in | std::ios::out | std::ios::binary);
-    file.seekp(static_cast<std::streamoff>(fs::file_size(index) / 2));
-    file.put('\x7f');
-  }
+  damage_middle_byte(index);
   auto encoder = std::make_shared<CountingEncoder>();
   std::vector<std::string> log;
   auto engine = engine_with(dir.uri(), encoder, &log);
   CHECK(logged(log, "the retrieval index snapshot is not used"));
   CHECK(logged(log, "read the vectors of"));
   CHECK(encoder->encoded == 0);
-  auto file = rapidqa::read_knowledge_file(RAPIDQA_SOURCE_DIR "/examples/data/faq.jsonl");
-  REQUIRE(file);
-  for (const auto& e : file->entries) {
-    auto answer = engine->ask(e.question);
-    REQUIRE(answer);
-    CHECK(answer->text == e.answer);
-  }
+  check_faq_answers(*engine);
   // The index was saved again whole: the next start reads it.
   engine.reset();
   log.clear();
@@ -733,12 +742,7 @@ TEST_CASE("A model encoder's engine reads its lexical mirror back at a restart i
   }
   // A damaged state file: the mirror is built from the entries, and saved
   // again whole at close.
-  const fs::path state = dir.path / "kb.db.index.lexical.state";
-  {
-    std::fstream file(state, std::ios::in | std::ios::out | std::ios::binary);
-    file.seekp(static_cast<std::streamoff>(fs::file_size(state) / 2));
-    file.put('\x7f');
-  }
+  damage_middle_byte(dir.path / "kb.db.index.lexical.state");
   {
     std::vector<std::string> log;
     auto engine = engine_with(dir.uri(), model_like(), &log);
@@ -822,9 +826,7 @@ TEST_CASE("A labels file of the first format is read and saved again in the curr
     CHECK(logged(log, "read the retrieval index of"));
     CHECK_FALSE(logged(log, "not used"));
     CHECK(encoder->encoded == 0);
-    auto file = rapidqa::read_knowledge_file(RAPIDQA_SOURCE_DIR "/examples/data/faq.jsonl");
-    REQUIRE(file);
-    for (const auto& e : file->entries) CHECK(engine->ask(e.question)->text == e.answer);
+    check_faq_answers(*engine);
   }
   // Saved again at close, in the current format.
   CHECK(file_bytes(labels).compare(0, 6, "RQKBL2") == 0);
