@@ -78,13 +78,26 @@ Result<ResultPtr> exec(PGconn* connection, const char* sql, ExecStatusType expec
 }
 
 Result<ResultPtr> exec_params(PGconn* connection, const char* sql, const std::vector<std::string>& params,
-                              ExecStatusType expected, const std::string& store_name, const std::string& what) {
+                              ExecStatusType expected, const std::string& store_name, const std::string& what,
+                              bool binary_results) {
   std::vector<const char*> values;
   values.reserve(params.size());
   for (const auto& p : params) values.push_back(p.c_str());
   PGresult* raw = PQexecParams(connection, sql, static_cast<int>(values.size()), nullptr, values.data(), nullptr,
-                               nullptr, /*resultFormat=*/0);
+                               nullptr, /*resultFormat=*/binary_results ? 1 : 0);
   return checked(connection, raw, expected, store_name, what);
+}
+
+bool binary_int_at(const PGresult* result, int row, int column, std::int64_t& out) {
+  const int length = PQgetlength(result, row, column);
+  if (PQgetisnull(result, row, column) || (length != 2 && length != 4 && length != 8)) return false;
+  const auto* bytes = reinterpret_cast<const unsigned char*>(PQgetvalue(result, row, column));
+  std::uint64_t value = 0;
+  for (int i = 0; i < length; ++i) value = value << 8 | bytes[i];
+  // Sign-extend from the column's width.
+  const int unused_bits = 64 - 8 * length;
+  out = static_cast<std::int64_t>(value << unused_bits) >> unused_bits;
+  return true;
 }
 
 std::string text_array(const std::vector<std::string>& values) {

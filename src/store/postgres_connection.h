@@ -49,9 +49,16 @@ Result<ResultPtr> exec(PGconn* connection, const char* sql, ExecStatusType expec
                        const std::string& what);
 
 // Runs one statement with text parameters ($1, $2, ...), unprepared, so a
-// reconnected session needs no set-up.
+// reconnected session needs no set-up. Results come as text, or with
+// binary_results in PostgreSQL's binary forms (big-endian integers, bytea
+// as its bytes: half the bytes of hex and no decoding, for vectors).
 Result<ResultPtr> exec_params(PGconn* connection, const char* sql, const std::vector<std::string>& params,
-                              ExecStatusType expected, const std::string& store_name, const std::string& what);
+                              ExecStatusType expected, const std::string& store_name, const std::string& what,
+                              bool binary_results = false);
+
+// A binary-result column as a big-endian integer of its width (2, 4 or 8
+// bytes); false for any other width (or NULL).
+bool binary_int_at(const PGresult* result, int row, int column, std::int64_t& out);
 
 // A PostgreSQL array literal of text values ('{"a","b\"c"}'), for passing
 // many values as one parameter (= ANY($1::text[]), unnest($1::text[])).

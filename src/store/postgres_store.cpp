@@ -122,8 +122,8 @@ class PostgresKnowledgeStore final : public KnowledgeStore {
   }
   Status create_or_check_schema();
   Result<pg::ResultPtr> run(const char* sql, const std::vector<std::string>& params, ExecStatusType expected,
-                            const std::string& what) {
-    return pg::exec_params(connection_.get(), sql, params, expected, name_, what);
+                            const std::string& what, bool binary_results = false) {
+    return pg::exec_params(connection_.get(), sql, params, expected, name_, what, binary_results);
   }
   // Inside the open transaction: the state of ids not yet in `states`.
   Status read_states(const std::vector<std::string>& ids, std::unordered_map<std::string, EntryState>& states);
@@ -452,25 +452,26 @@ Result<std::vector<StoredVectors>> PostgresKnowledgeStore::load_vectors(const st
         "JOIN rapidqa.encoder_fingerprints f ON f.id = v.fingerprint_id "
         "JOIN rapidqa.current_entries c ON c.entry_id = v.entry_id AND c.version = v.version "
         "WHERE f.fingerprint = $1 ORDER BY v.entry_id COLLATE \"C\"",
-        {fingerprint}, PGRES_TUPLES_OK, "loading vectors");
+        {fingerprint}, PGRES_TUPLES_OK, "loading vectors", /*binary_results=*/true);
   });
   if (!rows) return rows.status();
   const PGresult* result = rows->get();
-  std::string bytes;
+  all.reserve(static_cast<std::size_t>(PQntuples(result)));
   for (int row = 0; row < PQntuples(result); ++row) {
     StoredVectors v;
-    v.entry_id = pg::text_at(result, row, 0);
-    v.version = static_cast<std::uint64_t>(pg::int64_at(result, row, 1));
-    v.dimension = static_cast<std::size_t>(pg::int64_at(result, row, 2));
+    v.entry_id.assign(PQgetvalue(result, row, 0), static_cast<std::size_t>(PQgetlength(result, row, 0)));
+    std::int64_t version = 0, dimension = 0;
+    const auto bytes = static_cast<std::size_t>(PQgetlength(result, row, 3));
     // A row that does not decode to whole rows is left out: its entry is
     // encoded again, as if it had no vectors.
-    if (!pg::bytes_from_bytea_hex(PQgetvalue(result, row, 3), static_cast<std::size_t>(PQgetlength(result, row, 3)),
-                                  bytes) ||
-        v.dimension == 0 || bytes.empty() || bytes.size() % (v.dimension * sizeof(float)) != 0) {
+    if (!pg::binary_int_at(result, row, 1, version) || !pg::binary_int_at(result, row, 2, dimension) ||
+        dimension <= 0 || bytes == 0 || bytes % (static_cast<std::size_t>(dimension) * sizeof(float)) != 0) {
       continue;
     }
-    v.values.resize(bytes.size() / sizeof(float));
-    std::memcpy(v.values.data(), bytes.data(), bytes.size());
+    v.version = static_cast<std::uint64_t>(version);
+    v.dimension = static_cast<std::size_t>(dimension);
+    v.values.resize(bytes / sizeof(float));
+    std::memcpy(v.values.data(), PQgetvalue(result, row, 3), bytes);
     all.push_back(std::move(v));
   }
   return all;
