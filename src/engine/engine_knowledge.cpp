@@ -1,5 +1,6 @@
 #include "engine/engine_knowledge.h"
 
+#include <future>
 #include <unordered_set>
 #include <utility>
 
@@ -53,11 +54,12 @@ void EngineKnowledge::save_index_snapshot() {
   }
 }
 
-bool EngineKnowledge::restore_index_snapshot(std::vector<KnowledgeEntry>& entries, const std::string& fingerprint) {
+bool EngineKnowledge::restore_index_snapshot(std::vector<KnowledgeEntry>& entries, const std::string& fingerprint,
+                                             Result<index::VectorIndex>& index) {
   std::vector<KnowledgeEntry> mirror_copy;  // the restore moves the entries away
   if (mirror_) mirror_copy = entries;
   const std::size_t total = entries.size();
-  auto restored = base_.restore_snapshot(index_snapshot_, fingerprint, entries);
+  auto restored = base_.restore_snapshot(index_snapshot_, fingerprint, entries, &index);
   if (!restored) {
     if (restored.status().code() != StatusCode::kNotFound && log_) {
       log_(LogLevel::kWarning, fmt::format("the retrieval index snapshot is not used ({}); building the index",
@@ -163,6 +165,13 @@ cache::KnowledgeChange EngineKnowledge::removal_change(const std::string& id) co
 }
 
 Result<cache::KnowledgeChange> EngineKnowledge::load_from_store() {
+  // The index snapshot is read on another thread while the entries are
+  // read and parsed: at a million entries each is seconds of work, and
+  // neither needs the other.
+  std::future<Result<index::VectorIndex>> index_read;
+  if (!index_snapshot_.empty()) {
+    index_read = std::async(std::launch::async, [this] { return base_.load_snapshot_index(index_snapshot_); });
+  }
   auto entries = store_->load_current();
   if (!entries) return entries.status();
   const std::size_t total = entries->size();
@@ -175,10 +184,13 @@ Result<cache::KnowledgeChange> EngineKnowledge::load_from_store() {
     }
   }
   const std::string fingerprint = encoder_->fingerprint();
-  if (!index_snapshot_.empty() && restore_index_snapshot(*entries, fingerprint)) {
-    cache::KnowledgeChange reload;
-    reload.kind = cache::KnowledgeChange::Kind::kReload;
-    return reload;
+  if (index_read.valid()) {
+    Result<index::VectorIndex> index = index_read.get();
+    if (restore_index_snapshot(*entries, fingerprint, index)) {
+      cache::KnowledgeChange reload;
+      reload.kind = cache::KnowledgeChange::Kind::kReload;
+      return reload;
+    }
   }
   auto vectors = store_->load_vectors(fingerprint);
   if (!vectors && vectors.status().code() == StatusCode::kDataLoss) {

@@ -116,8 +116,10 @@ class EngineKnowledge {
   // the index snapshot is out of date.
   void vectors_changed(const std::string& id);
   // Restores the index from the snapshot, when there is a usable one;
-  // false when the index must be built (the reason logged).
-  bool restore_index_snapshot(std::vector<KnowledgeEntry>& entries, const std::string& fingerprint);
+  // false when the index must be built (the reason logged). `index`: the
+  // snapshot's index as KnowledgeBase::load_snapshot_index read it.
+  bool restore_index_snapshot(std::vector<KnowledgeEntry>& entries, const std::string& fingerprint,
+                              Result<index::VectorIndex>& index);
   // Saves the index snapshot when it is out of date; failures are logged.
   // Where the degraded path's lexical mirror is kept, beside the index.
   std::string lexical_snapshot() const { return index_snapshot_ + ".lexical"; }

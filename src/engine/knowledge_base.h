@@ -86,8 +86,15 @@ class KnowledgeBase {
     std::vector<std::string> encoded_ids;  // the entries encoded (new or changed since the save)
     bool outdated_format = false;          // read from an older format: save it again
   };
+  // `index`, when given, is what load_snapshot_index(path) returned (read
+  // on another thread meanwhile); otherwise the index is read here.
   Result<SnapshotRestore> restore_snapshot(const std::string& path, const std::string& fingerprint,
-                                           std::vector<KnowledgeEntry>& entries);
+                                           std::vector<KnowledgeEntry>& entries,
+                                           Result<index::VectorIndex>* index = nullptr);
+  // The index half of restore_snapshot, which needs neither the entries nor
+  // the encoder: a restart reads it while it reads the store's entries.
+  // Reads nothing but the file and this base's index options.
+  Result<index::VectorIndex> load_snapshot_index(const std::string& path) const;
 
   const KnowledgeEntry* find(const std::string& id) const;
   // Whether every entry the answer was built from is still here at the

@@ -124,9 +124,14 @@ Status KnowledgeBase::save_snapshot(const std::string& path, const std::string& 
   return writer->commit();
 }
 
+Result<index::VectorIndex> KnowledgeBase::load_snapshot_index(const std::string& path) const {
+  return index::VectorIndex::load(path, index_.options());
+}
+
 Result<KnowledgeBase::SnapshotRestore> KnowledgeBase::restore_snapshot(const std::string& path,
                                                                       const std::string& fingerprint,
-                                                                      std::vector<KnowledgeEntry>& entries) {
+                                                                      std::vector<KnowledgeEntry>& entries,
+                                                                      Result<index::VectorIndex>* preloaded) {
   const std::string labels_path = path + ".labels";
   struct stat info {};
   if (::stat(labels_path.c_str(), &info) != 0 || ::stat(path.c_str(), &info) != 0) {
@@ -188,7 +193,8 @@ Result<KnowledgeBase::SnapshotRestore> KnowledgeBase::restore_snapshot(const std
   for (std::size_t i = 1; i < saved.size(); ++i) {
     if (saved[i].id == saved[i - 1].id) return damaged("an entry is listed twice");
   }
-  auto loaded = index::VectorIndex::load(path, index_.options());
+  Result<index::VectorIndex> loaded =
+      preloaded ? std::move(*preloaded) : Result<index::VectorIndex>(load_snapshot_index(path));
   if (!loaded) return loaded.status();
   index::VectorIndex index = std::move(loaded).value();
   for (const SavedEntry& s : saved) {

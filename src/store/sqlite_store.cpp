@@ -7,7 +7,9 @@
 #include <chrono>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <mutex>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -226,33 +228,42 @@ Result<KnowledgeEntry> SqliteKnowledgeStore::entry_from_row(sqlite3_stmt* row) {
 Result<std::vector<KnowledgeEntry>> SqliteKnowledgeStore::load_current() {
   std::lock_guard<std::mutex> lock(mu_);
   sqlite3_stmt* row = statements_->load_current.fresh();
-  // The rows first (a statement steps on one thread), parsed after; their
-  // text goes into one buffer, not two strings per row.
+  // The rows first (a statement steps on one thread), parsed after. Their
+  // text goes into blocks of a few megabytes, not two strings per row (a
+  // million allocations) nor one growing buffer (copied at each doubling).
   struct Row {
     std::uint64_t version;
-    std::size_t id_at, id_bytes, body_at, body_bytes;
+    std::string_view id, body;
   };
   std::vector<Row> rows;
-  std::string text;
-  const auto append = [&](int column, std::size_t& at, std::size_t& bytes) {
+  std::vector<std::unique_ptr<char[]>> blocks;
+  constexpr std::size_t kBlockBytes = std::size_t{4} << 20;
+  char* free_at = nullptr;
+  std::size_t free_bytes = 0;
+  const auto keep = [&](int column) -> std::string_view {
     const auto* data = reinterpret_cast<const char*>(sqlite3_column_text(row, column));
-    at = text.size();
-    bytes = data ? static_cast<std::size_t>(sqlite3_column_bytes(row, column)) : 0;
-    text.append(data ? data : "", bytes);
+    const auto bytes = data ? static_cast<std::size_t>(sqlite3_column_bytes(row, column)) : 0;
+    if (bytes > free_bytes) {
+      free_bytes = std::max(kBlockBytes, bytes);
+      blocks.emplace_back(new char[free_bytes]);
+      free_at = blocks.back().get();
+    }
+    if (bytes > 0) std::memcpy(free_at, data, bytes);
+    const std::string_view kept(free_at, bytes);
+    free_at += bytes, free_bytes -= bytes;
+    return kept;
   };
   int rc;
   while ((rc = sqlite3_step(row)) == SQLITE_ROW) {
-    Row r{static_cast<std::uint64_t>(sqlite3_column_int64(row, 1)), 0, 0, 0, 0};
-    append(0, r.id_at, r.id_bytes);
-    append(2, r.body_at, r.body_bytes);
+    Row r{static_cast<std::uint64_t>(sqlite3_column_int64(row, 1)), {}, {}};
+    r.id = keep(0);
+    r.body = keep(2);
     rows.push_back(r);
   }
   sqlite3_reset(row);
   if (rc != SQLITE_DONE) return fail(rc, "loading the current entries");
-  const std::string_view all(text);
   return entries_in_parallel(rows.size(), [&](std::size_t i) {
-    const Row& r = rows[i];
-    return entry_from_body(all.substr(r.id_at, r.id_bytes), r.version, all.substr(r.body_at, r.body_bytes), name_);
+    return entry_from_body(rows[i].id, rows[i].version, rows[i].body, name_);
   });
 }
 
