@@ -345,14 +345,27 @@ TEST_CASE("Rows quantize to the same codes on every kernel", "[index][scan]") {
     vectors[dim + 3] = std::numeric_limits<float>::infinity();
     vectors[2 * dim + 1] = std::numeric_limits<float>::quiet_NaN();
     vectors[3 * dim + dim - 1] = -1000.0f;  // one element dominates the scale
+    for (std::size_t j = 0; j < dim; ++j) vectors[4 * dim + j] = 1e-38f * static_cast<float>(j % 3);  // subnormal scale
     for (std::size_t row = 0; row < 64; ++row) {
-      std::vector<std::int8_t> portable(dim), best(dim);
+      std::vector<std::int8_t> portable(dim);
       rapidqa::index::set_scan_kernel(ScanKernel::kPortable);
       const float portable_scale = rapidqa::index::quantize_row(vectors.data() + row * dim, dim, portable.data());
-      rapidqa::index::set_scan_kernel(ScanKernel::kAvx512Vnni);  // clamped to what this CPU runs
-      const float best_scale = rapidqa::index::quantize_row(vectors.data() + row * dim, dim, best.data());
-      CHECK(portable_scale == best_scale);
-      CHECK(portable == best);
+      for (const ScanKernel kernel : {ScanKernel::kAvx2, ScanKernel::kAvx512Vnni}) {
+        CAPTURE(rapidqa::index::scan_kernel_name(kernel));
+        std::vector<std::int8_t> codes(dim);
+        rapidqa::index::set_scan_kernel(kernel);  // clamped to what this CPU runs
+        const float scale = rapidqa::index::quantize_row(vectors.data() + row * dim, dim, codes.data());
+        CHECK(portable_scale == scale);
+        CHECK(portable == codes);
+      }
+      // Queries take the same symmetric quantizer (8-bit on AVX-512, as
+      // the portable kernel scores them).
+      const auto portable_query = rapidqa::index::quantize_query(vectors.data() + row * dim, dim, ScanKernel::kPortable);
+      const auto best_query = rapidqa::index::quantize_query(vectors.data() + row * dim, dim, ScanKernel::kAvx512Vnni);
+      if (rapidqa::index::best_scan_kernel_for_cpu() == ScanKernel::kAvx512Vnni) {
+        CHECK(portable_query.scale == best_query.scale);
+        CHECK(portable_query.bytes == best_query.bytes);
+      }
     }
   }
   rapidqa::index::set_scan_kernel(before);

@@ -775,6 +775,67 @@ std::string file_bytes(const fs::path& path) {
   return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
 
+// An index snapshot's labels file (src/engine/knowledge_snapshot.cpp has
+// the layout), taken apart to be edited and written back.
+struct LabelsFile {
+  std::string magic;
+  std::uint64_t index_size = 0, index_checksum = 0;
+  std::string fingerprint;
+  std::int64_t next_label = 0;
+  struct Entry {
+    std::string id;
+    std::uint64_t version = 0;
+    std::vector<std::int64_t> labels;
+  };
+  std::vector<Entry> entries;
+
+  static LabelsFile read(const fs::path& path) {
+    const std::string bytes = file_bytes(path);
+    LabelsFile f;
+    f.magic = bytes.substr(0, 8);
+    std::size_t at = 8;
+    f.index_size = take<std::uint64_t>(bytes, at);
+    f.index_checksum = take<std::uint64_t>(bytes, at);
+    const auto fingerprint_bytes = take<std::uint32_t>(bytes, at);
+    f.fingerprint = bytes.substr(at, fingerprint_bytes);
+    at += fingerprint_bytes;
+    f.next_label = take<std::int64_t>(bytes, at);
+    const auto count = take<std::uint64_t>(bytes, at);
+    for (std::uint64_t i = 0; i < count; ++i) {
+      Entry e;
+      const auto id_bytes = take<std::uint32_t>(bytes, at);
+      e.id = bytes.substr(at, id_bytes);
+      at += id_bytes;
+      e.version = take<std::uint64_t>(bytes, at);
+      for (auto n = take<std::uint32_t>(bytes, at); n > 0; --n) e.labels.push_back(take<std::int64_t>(bytes, at));
+      f.entries.push_back(std::move(e));
+    }
+    REQUIRE(at + 8 == bytes.size());
+    return f;
+  }
+
+  // Written with a valid checksum: only the reader's own checks stand
+  // between the contents and the engine.
+  void write(const fs::path& path) const {
+    std::string out = magic;
+    put<std::uint64_t>(out, index_size);
+    put<std::uint64_t>(out, index_checksum);
+    put<std::uint32_t>(out, static_cast<std::uint32_t>(fingerprint.size()));
+    out += fingerprint;
+    put<std::int64_t>(out, next_label);
+    put<std::uint64_t>(out, entries.size());
+    for (const Entry& e : entries) {
+      put<std::uint32_t>(out, static_cast<std::uint32_t>(e.id.size()));
+      out += e.id;
+      put<std::uint64_t>(out, e.version);
+      put<std::uint32_t>(out, static_cast<std::uint32_t>(e.labels.size()));
+      for (const std::int64_t label : e.labels) put<std::int64_t>(out, label);
+    }
+    put<std::uint64_t>(out, rapidqa::detail::xxh64(out.data(), out.size()));
+    std::ofstream(path, std::ios::binary | std::ios::trunc) << out;
+  }
+};
+
 }  // namespace
 
 TEST_CASE("A labels file of the first format is read and saved again in the current one",
@@ -787,37 +848,14 @@ TEST_CASE("A labels file of the first format is read and saved again in the curr
   // Format 1, as an earlier rapidqa wrote it: the index named by the XXH64
   // of its whole file, the entries in no particular order (here reversed).
   const fs::path labels = dir.path / "kb.db.index.labels";
-  const std::string current = file_bytes(labels);
-  REQUIRE(current.compare(0, 6, "RQKBL2") == 0);
-  std::size_t at = 8;
-  const auto index_size = take<std::uint64_t>(current, at);
-  (void)take<std::uint64_t>(current, at);
-  const auto fingerprint_bytes = take<std::uint32_t>(current, at);
-  const std::string fingerprint = current.substr(at, fingerprint_bytes);
-  at += fingerprint_bytes;
-  const auto next_label = take<std::int64_t>(current, at);
-  const auto count = take<std::uint64_t>(current, at);
-  std::vector<std::string> entries;
-  for (std::uint64_t i = 0; i < count; ++i) {
-    const std::size_t begin = at;
-    at += take<std::uint32_t>(current, at);
-    (void)take<std::uint64_t>(current, at);
-    at += 8 * take<std::uint32_t>(current, at);
-    entries.push_back(current.substr(begin, at - begin));
-  }
-  REQUIRE(at + 8 == current.size());
+  LabelsFile file = LabelsFile::read(labels);
+  REQUIRE(file.magic.compare(0, 6, "RQKBL2") == 0);
   const std::string index = file_bytes(dir.path / "kb.db.index");
-  REQUIRE(index.size() == index_size);
-  std::string old(std::string("RQKBL1\0\0", 8));
-  put<std::uint64_t>(old, index_size);
-  put<std::uint64_t>(old, rapidqa::detail::xxh64(index.data(), index.size()));
-  put<std::uint32_t>(old, fingerprint_bytes);
-  old += fingerprint;
-  put<std::int64_t>(old, next_label);
-  put<std::uint64_t>(old, count);
-  for (auto it = entries.rbegin(); it != entries.rend(); ++it) old += *it;
-  put<std::uint64_t>(old, rapidqa::detail::xxh64(old.data(), old.size()));
-  std::ofstream(labels, std::ios::binary | std::ios::trunc) << old;
+  REQUIRE(index.size() == file.index_size);
+  file.magic = std::string("RQKBL1\0\0", 8);
+  file.index_checksum = rapidqa::detail::xxh64(index.data(), index.size());
+  std::reverse(file.entries.begin(), file.entries.end());
+  file.write(labels);
 
   auto encoder = std::make_shared<CountingEncoder>();
   {
@@ -830,4 +868,30 @@ TEST_CASE("A labels file of the first format is read and saved again in the curr
   }
   // Saved again at close, in the current format.
   CHECK(file_bytes(labels).compare(0, 6, "RQKBL2") == 0);
+}
+
+TEST_CASE("A labels file that lists a label twice or a label the index lacks is not used",
+          "[store][restart][snapshot][hostile]") {
+  ScratchDir dir("labels-hostile");
+  {
+    auto engine = engine_on(dir.uri());
+    REQUIRE(engine->load_knowledge(RAPIDQA_SOURCE_DIR "/examples/data/faq.jsonl"));
+  }
+  const fs::path labels = dir.path / "kb.db.index.labels";
+  // Each case edits the file as the last start saved it (a start that did
+  // not use it built the index again and saved it anew).
+  const auto refused = [&](auto edit, const std::string& reason) {
+    LabelsFile file = LabelsFile::read(labels);
+    REQUIRE(file.entries.size() >= 2);
+    edit(file);
+    file.write(labels);
+    std::vector<std::string> log;
+    auto engine = engine_with(dir.uri(), std::make_shared<CountingEncoder>(), &log);
+    CHECK(logged(log, "the retrieval index snapshot is not used"));
+    CHECK(logged(log, reason));
+    check_faq_answers(*engine);  // built from the stored vectors instead
+  };
+  refused([](LabelsFile& f) { f.entries[1].labels[0] = f.entries[0].labels[0]; }, "listed for two phrasings");
+  refused([](LabelsFile& f) { f.entries[0].labels[0] = f.next_label + 5; }, "missing from the index");
+  refused([](LabelsFile& f) { f.next_label = -3; }, "negative next label");
 }

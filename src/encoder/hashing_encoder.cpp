@@ -358,7 +358,8 @@ Status HashingEncoder::restore_learned_state(const std::string& state) {
   }
   impl_->idf.assign(pairs);
   impl_->unseen_idf = unseen;
-  impl_->state_checksum = detail::xxh64(state.data(), state.size());
+  // As adapt() keeps it: 0 for an empty table, which learned_state() writes as "".
+  impl_->state_checksum = pairs.empty() ? 0 : detail::xxh64(state.data(), state.size());
   return Status::ok();
 }
 

@@ -160,6 +160,7 @@ Result<KnowledgeBase::SnapshotRestore> KnowledgeBase::restore_snapshot(const std
       !in.read(next_label) || !in.read(count)) {
     return damaged("truncated header");
   }
+  if (next_label < 0) return damaged("a negative next label");
   if (saved_fingerprint != fingerprint) {
     return Status::failed_precondition(fmt::format("retrieval index snapshot '{}' was made by another encoder ({})",
                                                    path, saved_fingerprint));
@@ -197,10 +198,16 @@ Result<KnowledgeBase::SnapshotRestore> KnowledgeBase::restore_snapshot(const std
       preloaded ? std::move(*preloaded) : Result<index::VectorIndex>(load_snapshot_index(path));
   if (!loaded) return loaded.status();
   index::VectorIndex index = std::move(loaded).value();
+  // Every label in the index, and in one entry only (a label listed twice
+  // would have one entry's change drop the other's vector).
+  std::vector<bool> row_taken(index.row_count());
   for (const SavedEntry& s : saved) {
     for (std::size_t j = 0; j < s.label_count; ++j) {
       const std::int64_t label = s.label(j);
-      if (label >= next_label || !index.contains(label)) return damaged("a label is missing from the index");
+      const std::int64_t row = label < next_label ? index.row_of(label) : -1;
+      if (row < 0) return damaged("a label is missing from the index");
+      if (row_taken[static_cast<std::size_t>(row)]) return damaged("a label is listed for two phrasings");
+      row_taken[static_cast<std::size_t>(row)] = true;
     }
   }
 
@@ -208,9 +215,8 @@ Result<KnowledgeBase::SnapshotRestore> KnowledgeBase::restore_snapshot(const std
   // sorted here), walked beside the saved list: what the snapshot holds at
   // the current version is kept, what it holds otherwise is dropped from
   // the index, and the entries without kept vectors are encoded below.
-  for (auto& e : entries) {
-    if (e.version == 0) e.version = 1;
-  }
+  // An entry without a version is at version 1 (as the store numbers them).
+  const auto version_of = [](const KnowledgeEntry& e) { return std::max<std::uint64_t>(e.version, 1); };
   std::vector<std::size_t> order(entries.size());
   std::iota(order.begin(), order.end(), std::size_t{0});
   const auto entry_before = [&](std::size_t a, std::size_t b) { return entries[a].id < entries[b].id; };
@@ -231,7 +237,7 @@ Result<KnowledgeBase::SnapshotRestore> KnowledgeBase::restore_snapshot(const std
     while (next_saved < saved.size() && saved[next_saved].id < e.id) drop(saved[next_saved++]);
     if (next_saved < saved.size() && saved[next_saved].id == e.id) {
       const SavedEntry& s = saved[next_saved++];
-      if (s.version == e.version && s.label_count == 1 + e.alternates.size()) {
+      if (s.version == version_of(e) && s.label_count == 1 + e.alternates.size()) {
         kept.emplace_back(i, &s);
         continue;
       }
@@ -267,6 +273,7 @@ Result<KnowledgeBase::SnapshotRestore> KnowledgeBase::restore_snapshot(const std
       entry_of_label.emplace(se.labels[j], &se);
     }
     se.entry = std::move(entries[i]);
+    se.entry.version = version_of(se.entry);
   }
   SnapshotRestore restored;
   std::size_t row = 0;
@@ -280,6 +287,7 @@ Result<KnowledgeBase::SnapshotRestore> KnowledgeBase::restore_snapshot(const std
     }
     restored.encoded_ids.push_back(entries[i].id);
     se.entry = std::move(entries[i]);
+    se.entry.version = version_of(se.entry);
   }
   index_ = std::move(index);
   entries_ = std::move(stored);

@@ -5,11 +5,9 @@
 #include <sys/mman.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cstring>
 #include <limits>
 #include <sstream>
-#include <thread>
 #include <type_traits>
 
 #include <fmt/format.h>
@@ -17,6 +15,7 @@
 #include "common/atomic_file.h"
 #include "common/checksum.h"
 #include "common/mapped_file.h"
+#include "common/parallel_parts.h"
 
 namespace rapidqa::index {
 namespace {
@@ -364,19 +363,10 @@ Status write_index_snapshot(const std::string& path, const IndexSnapshotView& vi
 std::uint64_t snapshot_body_checksum(const std::uint8_t* body, std::size_t size, unsigned threads) {
   const std::size_t chunks = (size + kChecksumChunkBytes - 1) / kChecksumChunkBytes;
   std::vector<std::uint64_t> sums(chunks);
-  std::atomic<std::size_t> next{0};
-  const auto work = [&] {
-    for (std::size_t c; (c = next.fetch_add(1)) < chunks;) {
-      const std::size_t begin = c * kChecksumChunkBytes;
-      sums[c] = detail::xxh64(body + begin, std::min(kChecksumChunkBytes, size - begin));
-    }
-  };
-  if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
-  threads = static_cast<unsigned>(std::min<std::size_t>({threads, 16, chunks}));
-  std::vector<std::thread> helpers;
-  for (unsigned t = 1; t < threads; ++t) helpers.emplace_back(work);
-  work();
-  for (std::thread& helper : helpers) helper.join();
+  detail::run_parts(chunks, threads ? threads : detail::threads_for(chunks, 1, 16), [&](std::size_t c) {
+    const std::size_t begin = c * kChecksumChunkBytes;
+    sums[c] = detail::xxh64(body + begin, std::min(kChecksumChunkBytes, size - begin));
+  });
   return detail::xxh64(sums.data(), sums.size() * sizeof(std::uint64_t));
 }
 

@@ -284,6 +284,14 @@ __attribute__((target("avx512f"))) __m512 finite(__m512 x) {
   return _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(_mm512_sub_ps(x, x), _mm512_setzero_ps(), _CMP_EQ_OQ), x);
 }
 
+// The largest of sixteen lanes (GCC 12's _mm512_reduce_max_ps warns of an
+// uninitialized operand inside its own header).
+__attribute__((target("avx512f"))) float largest_lane(__m512 x) {
+  alignas(64) float lanes[16];
+  _mm512_store_ps(lanes, x);
+  return *std::max_element(lanes, lanes + 16);
+}
+
 // quantize_query's loop on AVX-512: one pass for max |q|, one to scale,
 // round (to nearest even) and offset; the scalar loop cost as much as
 // scanning a thousand rows.
@@ -292,11 +300,14 @@ __attribute__((target("avx512f,avx512bw"))) void quantize_query_avx512(const flo
   __m512 max_abs = _mm512_setzero_ps();
   std::size_t j = 0;
   for (; j + 16 <= d; j += 16) max_abs = _mm512_max_ps(max_abs, _mm512_abs_ps(finite(_mm512_loadu_ps(query + j))));
-  float largest = _mm512_reduce_max_ps(max_abs);
+  float largest = largest_lane(max_abs);
   for (std::size_t t = j; t < d; ++t) {
     if (std::isfinite(query[t])) largest = std::max(largest, std::abs(query[t]));
   }
   code.scale = largest > 0 ? largest / 127.0f : 1.0f;  // largest is finite: non-finite elements read as 0
+  // A subnormal scale: the scalar loop codes every element 0 (the offset
+  // the bytes already hold).
+  if (!std::isfinite(1.0f / code.scale)) return;
   const __m512 inverse = _mm512_set1_ps(1.0f / code.scale);
   const __m512i offset = _mm512_set1_epi32(code.offset), low = _mm512_set1_epi32(1), high = _mm512_set1_epi32(255);
   for (j = 0; j + 16 <= d; j += 16) {
@@ -320,18 +331,58 @@ __attribute__((target("avx512f,avx512bw"))) float quantize_row_avx512(const floa
   __m512 max_abs = _mm512_setzero_ps();
   std::size_t j = 0;
   for (; j + 16 <= d; j += 16) max_abs = _mm512_max_ps(max_abs, _mm512_abs_ps(finite(_mm512_loadu_ps(v + j))));
-  float largest = _mm512_reduce_max_ps(max_abs);
+  float largest = largest_lane(max_abs);
   for (std::size_t t = j; t < d; ++t) {
     if (std::isfinite(v[t])) largest = std::max(largest, std::abs(v[t]));
   }
   const float scale = largest > 0 ? largest / 127.0f : 1.0f;
   const float inverse = 1.0f / scale;
+  if (!std::isfinite(inverse)) {  // a subnormal scale: the scalar loop codes every element 0
+    std::fill(codes, codes + d, std::int8_t{0});
+    return scale;
+  }
   const __m512 inverse16 = _mm512_set1_ps(inverse);
   const __m512i low = _mm512_set1_epi32(-127), high = _mm512_set1_epi32(127);
   for (j = 0; j + 16 <= d; j += 16) {
     __m512i level = _mm512_cvtps_epi32(_mm512_mul_ps(finite(_mm512_loadu_ps(v + j)), inverse16));
     level = _mm512_min_epi32(_mm512_max_epi32(level, low), high);
     _mm_storeu_si128(reinterpret_cast<__m128i*>(codes + j), _mm512_cvtepi32_epi8(level));
+  }
+  for (; j < d; ++j) codes[j] = static_cast<std::int8_t>(std::clamp(round_level(v[j] * inverse), -127, 127));
+  return scale;
+}
+
+// finite() on eight lanes.
+__attribute__((target("avx2"))) __m256 finite8(__m256 x) {
+  return _mm256_and_ps(x, _mm256_cmp_ps(_mm256_sub_ps(x, x), _mm256_setzero_ps(), _CMP_EQ_OQ));
+}
+
+// The same on AVX2 (eight lanes; the codes packed down through 16 bits,
+// exact because every level is within [-127, 127]).
+__attribute__((target("avx2"))) float quantize_row_avx2(const float* v, std::size_t d, std::int8_t* codes) {
+  const __m256 magnitude = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+  __m256 max_abs = _mm256_setzero_ps();
+  std::size_t j = 0;
+  for (; j + 8 <= d; j += 8) max_abs = _mm256_max_ps(max_abs, _mm256_and_ps(finite8(_mm256_loadu_ps(v + j)), magnitude));
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, max_abs);
+  float largest = *std::max_element(lanes, lanes + 8);
+  for (std::size_t t = j; t < d; ++t) {
+    if (std::isfinite(v[t])) largest = std::max(largest, std::abs(v[t]));
+  }
+  const float scale = largest > 0 ? largest / 127.0f : 1.0f;
+  const float inverse = 1.0f / scale;
+  if (!std::isfinite(inverse)) {  // a subnormal scale: the scalar loop codes every element 0
+    std::fill(codes, codes + d, std::int8_t{0});
+    return scale;
+  }
+  const __m256 inverse8 = _mm256_set1_ps(inverse);
+  const __m256i low = _mm256_set1_epi32(-127), high = _mm256_set1_epi32(127);
+  for (j = 0; j + 8 <= d; j += 8) {
+    __m256i level = _mm256_cvtps_epi32(_mm256_mul_ps(finite8(_mm256_loadu_ps(v + j)), inverse8));
+    level = _mm256_min_epi32(_mm256_max_epi32(level, low), high);
+    const __m128i words = _mm_packs_epi32(_mm256_castsi256_si128(level), _mm256_extracti128_si256(level, 1));
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(codes + j), _mm_packs_epi16(words, words));
   }
   for (; j < d; ++j) codes[j] = static_cast<std::int8_t>(std::clamp(round_level(v[j] * inverse), -127, 127));
   return scale;
@@ -377,7 +428,11 @@ QueryCode quantize_query(const float* query, std::size_t d, ScanKernel kernel) {
 }
 
 float quantize_row(const float* vector, std::size_t d, std::int8_t* codes) {
-  if (scan_kernel() == ScanKernel::kAvx512Vnni) return quantize_row_avx512(vector, d, codes);
+  switch (scan_kernel()) {
+    case ScanKernel::kAvx512Vnni: return quantize_row_avx512(vector, d, codes);
+    case ScanKernel::kAvx2: return quantize_row_avx2(vector, d, codes);
+    case ScanKernel::kPortable: break;
+  }
   return quantize_symmetric(vector, d, 127, [&](std::size_t j, int level) { codes[j] = static_cast<std::int8_t>(level); });
 }
 

@@ -9,9 +9,9 @@
 #include <functional>
 #include <limits>
 #include <optional>
-#include <thread>
 #include <vector>
 
+#include "common/parallel_parts.h"
 #include "index/int8_code_scorer.h"
 
 namespace rapidqa::index {
@@ -332,13 +332,12 @@ void Int8FlatIP::sa_encode(idx_t n, const float* x, std::uint8_t* bytes) const {
   };
   // A loaded index encodes all its rows at once (millions at a restart):
   // those are split over the cores; an insert's few rows stay here.
-  constexpr idx_t kRowsPerThread = 1 << 16;
-  const auto threads = static_cast<idx_t>(
-      std::max<unsigned>(1, std::min<unsigned>(std::thread::hardware_concurrency(), static_cast<unsigned>(std::min<idx_t>(8, n / kRowsPerThread)))));
-  std::vector<std::thread> helpers;
-  for (idx_t t = 1; t < threads; ++t) helpers.emplace_back(encode, n * t / threads, n * (t + 1) / threads);
-  encode(0, n / threads);
-  for (std::thread& helper : helpers) helper.join();
+  constexpr std::size_t kRowsPerThread = std::size_t{1} << 16;
+  const auto rows = static_cast<std::size_t>(n);
+  const std::size_t threads = detail::threads_for(rows, kRowsPerThread);
+  detail::run_parts(threads, threads, [&](std::size_t part) {
+    encode(static_cast<idx_t>(rows * part / threads), static_cast<idx_t>(rows * (part + 1) / threads));
+  });
 }
 
 void Int8FlatIP::sa_decode(idx_t n, const std::uint8_t* bytes, float* x) const {

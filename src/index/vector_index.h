@@ -74,6 +74,13 @@ class VectorIndex {
 
   std::size_t size() const { return label_to_row_.size(); }
   bool contains(std::int64_t label) const { return label_to_row_.count(label) != 0; }
+  // The row holding label (-1 when absent), and the rows removed ones
+  // included: for checks over what a snapshot lists.
+  std::int64_t row_of(std::int64_t label) const {
+    const auto it = label_to_row_.find(label);
+    return it == label_to_row_.end() ? -1 : it->second;
+  }
+  std::size_t row_count() const { return row_label_.size(); }
   bool is_approximate() const { return approximate_; }
   std::size_t dimension() const { return options_.dimension; }
   const VectorIndexOptions& options() const { return options_; }

@@ -3,7 +3,6 @@
 #include <cstdio>
 #include <algorithm>
 #include <fstream>
-#include <thread>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -11,6 +10,7 @@
 
 #include "common/bounded_json.h"
 #include "common/guard.h"
+#include "common/parallel_parts.h"
 #include "knowledge/entry_reader.h"
 #include "store/change_rules.h"
 #include "store/postgres_store.h"
@@ -81,12 +81,11 @@ Result<KnowledgeEntry> entry_from_body(std::string_view id, std::uint64_t versio
 Result<std::vector<KnowledgeEntry>> entries_in_parallel(
     std::size_t count, const std::function<Result<KnowledgeEntry>(std::size_t)>& entry_at) {
   constexpr std::size_t kRowsPerThread = 8192;  // below this a thread costs more than it saves
-  const std::size_t threads =
-      std::max<std::size_t>(1, std::min<std::size_t>({std::thread::hardware_concurrency(), 8, count / kRowsPerThread}));
+  const std::size_t threads = detail::threads_for(count, kRowsPerThread);
   std::vector<KnowledgeEntry> entries(count);
   std::vector<Status> failures(threads);
   std::vector<std::size_t> failed_at(threads, count);
-  const auto run = [&](std::size_t part) {
+  detail::run_parts(threads, threads, [&](std::size_t part) {
     const std::size_t begin = count * part / threads, end = count * (part + 1) / threads;
     for (std::size_t i = begin; i < end; ++i) {
       auto entry = entry_at(i);
@@ -97,11 +96,7 @@ Result<std::vector<KnowledgeEntry>> entries_in_parallel(
       }
       entries[i] = std::move(entry).value();
     }
-  };
-  std::vector<std::thread> helpers;
-  for (std::size_t part = 1; part < threads; ++part) helpers.emplace_back(run, part);
-  run(0);
-  for (std::thread& helper : helpers) helper.join();
+  });
   for (std::size_t part = 0; part < threads; ++part) {
     if (failed_at[part] != count) return failures[part];
   }
