@@ -322,6 +322,32 @@ __attribute__((target("avx512f,avx512bw"))) void quantize_query_avx512(const flo
   }
 }
 
+// The scalar parts both vector row quantizers share: the elements past the
+// last whole vector, and the scale.
+float largest_from(float largest, const float* v, std::size_t from, std::size_t d) {
+  for (std::size_t t = from; t < d; ++t) {
+    if (std::isfinite(v[t])) largest = std::max(largest, std::abs(v[t]));
+  }
+  return largest;
+}
+
+// The scale for `largest`, and its inverse; false (every code set to 0,
+// as the scalar loop codes them) where the scale is subnormal and its
+// inverse overflows.
+bool row_scale(float largest, std::size_t d, std::int8_t* codes, float& scale, float& inverse) {
+  scale = largest > 0 ? largest / 127.0f : 1.0f;
+  inverse = 1.0f / scale;
+  if (std::isfinite(inverse)) return true;
+  std::fill(codes, codes + d, std::int8_t{0});
+  return false;
+}
+
+void codes_from(const float* v, std::size_t from, std::size_t d, float inverse, std::int8_t* codes) {
+  for (std::size_t j = from; j < d; ++j) {
+    codes[j] = static_cast<std::int8_t>(std::clamp(round_level(v[j] * inverse), -127, 127));
+  }
+}
+
 // quantize_row on AVX-512, the same codes as the scalar loop (max |v| over
 // the finite elements, scale, round to nearest even, clamp): a restart
 // quantizes every stored vector of its index, two million at a
@@ -331,16 +357,8 @@ __attribute__((target("avx512f,avx512bw"))) float quantize_row_avx512(const floa
   __m512 max_abs = _mm512_setzero_ps();
   std::size_t j = 0;
   for (; j + 16 <= d; j += 16) max_abs = _mm512_max_ps(max_abs, _mm512_abs_ps(finite(_mm512_loadu_ps(v + j))));
-  float largest = largest_lane(max_abs);
-  for (std::size_t t = j; t < d; ++t) {
-    if (std::isfinite(v[t])) largest = std::max(largest, std::abs(v[t]));
-  }
-  const float scale = largest > 0 ? largest / 127.0f : 1.0f;
-  const float inverse = 1.0f / scale;
-  if (!std::isfinite(inverse)) {  // a subnormal scale: the scalar loop codes every element 0
-    std::fill(codes, codes + d, std::int8_t{0});
-    return scale;
-  }
+  float scale, inverse;
+  if (!row_scale(largest_from(largest_lane(max_abs), v, j, d), d, codes, scale, inverse)) return scale;
   const __m512 inverse16 = _mm512_set1_ps(inverse);
   const __m512i low = _mm512_set1_epi32(-127), high = _mm512_set1_epi32(127);
   for (j = 0; j + 16 <= d; j += 16) {
@@ -348,7 +366,7 @@ __attribute__((target("avx512f,avx512bw"))) float quantize_row_avx512(const floa
     level = _mm512_min_epi32(_mm512_max_epi32(level, low), high);
     _mm_storeu_si128(reinterpret_cast<__m128i*>(codes + j), _mm512_cvtepi32_epi8(level));
   }
-  for (; j < d; ++j) codes[j] = static_cast<std::int8_t>(std::clamp(round_level(v[j] * inverse), -127, 127));
+  codes_from(v, j, d, inverse, codes);
   return scale;
 }
 
@@ -366,16 +384,8 @@ __attribute__((target("avx2"))) float quantize_row_avx2(const float* v, std::siz
   for (; j + 8 <= d; j += 8) max_abs = _mm256_max_ps(max_abs, _mm256_and_ps(finite8(_mm256_loadu_ps(v + j)), magnitude));
   alignas(32) float lanes[8];
   _mm256_store_ps(lanes, max_abs);
-  float largest = *std::max_element(lanes, lanes + 8);
-  for (std::size_t t = j; t < d; ++t) {
-    if (std::isfinite(v[t])) largest = std::max(largest, std::abs(v[t]));
-  }
-  const float scale = largest > 0 ? largest / 127.0f : 1.0f;
-  const float inverse = 1.0f / scale;
-  if (!std::isfinite(inverse)) {  // a subnormal scale: the scalar loop codes every element 0
-    std::fill(codes, codes + d, std::int8_t{0});
-    return scale;
-  }
+  float scale, inverse;
+  if (!row_scale(largest_from(*std::max_element(lanes, lanes + 8), v, j, d), d, codes, scale, inverse)) return scale;
   const __m256 inverse8 = _mm256_set1_ps(inverse);
   const __m256i low = _mm256_set1_epi32(-127), high = _mm256_set1_epi32(127);
   for (j = 0; j + 8 <= d; j += 8) {
@@ -384,7 +394,7 @@ __attribute__((target("avx2"))) float quantize_row_avx2(const float* v, std::siz
     const __m128i words = _mm_packs_epi32(_mm256_castsi256_si128(level), _mm256_extracti128_si256(level, 1));
     _mm_storel_epi64(reinterpret_cast<__m128i*>(codes + j), _mm_packs_epi16(words, words));
   }
-  for (; j < d; ++j) codes[j] = static_cast<std::int8_t>(std::clamp(round_level(v[j] * inverse), -127, 127));
+  codes_from(v, j, d, inverse, codes);
   return scale;
 }
 
