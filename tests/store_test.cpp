@@ -565,6 +565,13 @@ void damage_middle_byte(const fs::path& path) {
   file.put('\x7f');
 }
 
+// Imports the bundled FAQ into the store through an engine, then closes
+// the engine, which saves the vectors and the index snapshot beside it.
+void store_faq_and_close(const std::string& uri) {
+  auto engine = engine_on(uri);
+  REQUIRE(engine->load_knowledge(RAPIDQA_SOURCE_DIR "/examples/data/faq.jsonl"));
+}
+
 // Every question of the bundled FAQ gets its own answer.
 void check_faq_answers(QAEngine& engine) {
   auto file = rapidqa::read_knowledge_file(RAPIDQA_SOURCE_DIR "/examples/data/faq.jsonl");
@@ -692,11 +699,7 @@ TEST_CASE("A store of an older layout is migrated at open and keeps its entries"
 TEST_CASE("A damaged or foreign index snapshot is not used: the index is built from the stored vectors",
           "[store][restart][hostile]") {
   ScratchDir dir("snapshot");
-  {
-    auto engine = engine_on(dir.uri());
-    auto loaded = engine->load_knowledge(RAPIDQA_SOURCE_DIR "/examples/data/faq.jsonl");
-    REQUIRE(loaded);
-  }
+  store_faq_and_close(dir.uri());
   const fs::path index = dir.path / "kb.db.index";
   REQUIRE(fs::exists(index));
   REQUIRE(fs::exists(dir.path / "kb.db.index.labels"));
@@ -841,10 +844,7 @@ struct LabelsFile {
 TEST_CASE("A labels file of the first format is read and saved again in the current one",
           "[store][restart][snapshot]") {
   ScratchDir dir("labels-format1");
-  {
-    auto engine = engine_on(dir.uri());
-    REQUIRE(engine->load_knowledge(RAPIDQA_SOURCE_DIR "/examples/data/faq.jsonl"));
-  }
+  store_faq_and_close(dir.uri());
   // Format 1, as an earlier rapidqa wrote it: the index named by the XXH64
   // of its whole file, the entries in no particular order (here reversed).
   const fs::path labels = dir.path / "kb.db.index.labels";
@@ -873,10 +873,7 @@ TEST_CASE("A labels file of the first format is read and saved again in the curr
 TEST_CASE("A labels file that lists a label twice or a label the index lacks is not used",
           "[store][restart][snapshot][hostile]") {
   ScratchDir dir("labels-hostile");
-  {
-    auto engine = engine_on(dir.uri());
-    REQUIRE(engine->load_knowledge(RAPIDQA_SOURCE_DIR "/examples/data/faq.jsonl"));
-  }
+  store_faq_and_close(dir.uri());
   const fs::path labels = dir.path / "kb.db.index.labels";
   // Each case edits the file as the last start saved it (a start that did
   // not use it built the index again and saved it anew).

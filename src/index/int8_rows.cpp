@@ -292,38 +292,8 @@ __attribute__((target("avx512f"))) float largest_lane(__m512 x) {
   return *std::max_element(lanes, lanes + 16);
 }
 
-// quantize_query's loop on AVX-512: one pass for max |q|, one to scale,
-// round (to nearest even) and offset; the scalar loop cost as much as
-// scanning a thousand rows.
-__attribute__((target("avx512f,avx512bw"))) void quantize_query_avx512(const float* query, std::size_t d,
-                                                                        QueryCode& code) {
-  __m512 max_abs = _mm512_setzero_ps();
-  std::size_t j = 0;
-  for (; j + 16 <= d; j += 16) max_abs = _mm512_max_ps(max_abs, _mm512_abs_ps(finite(_mm512_loadu_ps(query + j))));
-  float largest = largest_lane(max_abs);
-  for (std::size_t t = j; t < d; ++t) {
-    if (std::isfinite(query[t])) largest = std::max(largest, std::abs(query[t]));
-  }
-  code.scale = largest > 0 ? largest / 127.0f : 1.0f;  // largest is finite: non-finite elements read as 0
-  // A subnormal scale: the scalar loop codes every element 0 (the offset
-  // the bytes already hold).
-  if (!std::isfinite(1.0f / code.scale)) return;
-  const __m512 inverse = _mm512_set1_ps(1.0f / code.scale);
-  const __m512i offset = _mm512_set1_epi32(code.offset), low = _mm512_set1_epi32(1), high = _mm512_set1_epi32(255);
-  for (j = 0; j + 16 <= d; j += 16) {
-    __m512i level =
-        _mm512_add_epi32(_mm512_cvtps_epi32(_mm512_mul_ps(finite(_mm512_loadu_ps(query + j)), inverse)), offset);
-    level = _mm512_min_epi32(_mm512_max_epi32(level, low), high);
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(code.bytes.data() + j), _mm512_cvtepi32_epi8(level));
-  }
-  for (; j < d; ++j) {
-    const int level = std::clamp(round_level(query[j] * (1.0f / code.scale)), -127, 127);
-    code.bytes[j] = static_cast<std::uint8_t>(level + code.offset);
-  }
-}
-
-// The scalar parts both vector row quantizers share: the elements past the
-// last whole vector, and the scale.
+// The scalar parts the vector quantizers share: the largest finite |v|
+// over the elements past the last whole vector, and a row's scale.
 float largest_from(float largest, const float* v, std::size_t from, std::size_t d) {
   for (std::size_t t = from; t < d; ++t) {
     if (std::isfinite(v[t])) largest = std::max(largest, std::abs(v[t]));
@@ -345,6 +315,33 @@ bool row_scale(float largest, std::size_t d, std::int8_t* codes, float& scale, f
 void codes_from(const float* v, std::size_t from, std::size_t d, float inverse, std::int8_t* codes) {
   for (std::size_t j = from; j < d; ++j) {
     codes[j] = static_cast<std::int8_t>(std::clamp(round_level(v[j] * inverse), -127, 127));
+  }
+}
+
+// quantize_query's loop on AVX-512: one pass for max |q|, one to scale,
+// round (to nearest even) and offset; the scalar loop cost as much as
+// scanning a thousand rows.
+__attribute__((target("avx512f,avx512bw"))) void quantize_query_avx512(const float* query, std::size_t d,
+                                                                        QueryCode& code) {
+  __m512 max_abs = _mm512_setzero_ps();
+  std::size_t j = 0;
+  for (; j + 16 <= d; j += 16) max_abs = _mm512_max_ps(max_abs, _mm512_abs_ps(finite(_mm512_loadu_ps(query + j))));
+  const float largest = largest_from(largest_lane(max_abs), query, j, d);
+  code.scale = largest > 0 ? largest / 127.0f : 1.0f;  // largest is finite: non-finite elements read as 0
+  // A subnormal scale: the scalar loop codes every element 0 (the offset
+  // the bytes already hold).
+  if (!std::isfinite(1.0f / code.scale)) return;
+  const __m512 inverse = _mm512_set1_ps(1.0f / code.scale);
+  const __m512i offset = _mm512_set1_epi32(code.offset), low = _mm512_set1_epi32(1), high = _mm512_set1_epi32(255);
+  for (j = 0; j + 16 <= d; j += 16) {
+    __m512i level =
+        _mm512_add_epi32(_mm512_cvtps_epi32(_mm512_mul_ps(finite(_mm512_loadu_ps(query + j)), inverse)), offset);
+    level = _mm512_min_epi32(_mm512_max_epi32(level, low), high);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(code.bytes.data() + j), _mm512_cvtepi32_epi8(level));
+  }
+  for (; j < d; ++j) {
+    const int level = std::clamp(round_level(query[j] * (1.0f / code.scale)), -127, 127);
+    code.bytes[j] = static_cast<std::uint8_t>(level + code.offset);
   }
 }
 
