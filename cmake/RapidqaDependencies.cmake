@@ -47,6 +47,15 @@ if(RAPIDQA_WITH_POSTGRES)
   endif()
   set(RAPIDQA_POSTGRES_LIBRARIES PkgConfig::LIBPQ)
 endif()
+# libwebsockets (libwebsockets-dev) for rapidqa-server: HTTP/1.1, HTTP/2 and
+# WebSocket on one event loop, TLS through OpenSSL.
+if(RAPIDQA_WITH_SERVER AND RAPIDQA_BUILD_EXAMPLES)
+  pkg_check_modules(LIBWEBSOCKETS IMPORTED_TARGET libwebsockets)
+  if(NOT LIBWEBSOCKETS_FOUND)
+    message(FATAL_ERROR "RAPIDQA_WITH_SERVER needs libwebsockets (libwebsockets-dev), which was not found. Install "
+                        "it, or configure with -DRAPIDQA_WITH_SERVER=OFF (no rapidqa-server).")
+  endif()
+endif()
 
 # TorchConfig puts its own flags into TORCH_CXX_FLAGS (the C++11 ABI switch);
 # they must reach every translation unit that includes LibTorch.

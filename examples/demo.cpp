@@ -20,6 +20,7 @@
 #include <rapidqa/transformer_encoder.h>
 #endif
 #include "common/line_reader.h"
+#include "answer_json.h"
 #include "tool_support.h"
 
 #ifndef RAPIDQA_DEFAULT_KB
@@ -120,22 +121,9 @@ int parse_args(int argc, char** argv, DemoOptions& o) {
 }
 
 nlohmann::json to_json(const std::string& question, const rapidqa::Answer& a) {
-  nlohmann::json stages = nlohmann::json::object();
-  for (std::size_t i = 0; i < rapidqa::kStageCount; ++i) {
-    const auto stage = static_cast<rapidqa::Stage>(i);
-    stages[rapidqa::stage_name(stage)] =
-        std::chrono::duration_cast<std::chrono::duration<double, std::micro>>(a.timings[stage]).count();
-  }
-  nlohmann::json matches = nlohmann::json::array();
-  for (const auto& m : a.matches) {
-    matches.push_back({{"entry_id", m.entry_id}, {"score", m.score}, {"version", m.version}});
-  }
-  return {{"question", question},     {"answer", a.text},
-          {"entry_id", a.entry_id()}, {"score", a.score},
-          {"tier", rapidqa::answer_tier_name(a.tier)},
-          {"degraded", a.degraded},   {"degraded_reason", a.degraded_reason},
-          {"matches", matches},       {"stage_us", stages},
-          {"extracted_from", a.extracted ? a.extracted->entry_id : std::string()}};
+  nlohmann::json j = rapidqa::tools::answer_to_json(a);
+  j["question"] = question;
+  return j;
 }
 
 }  // namespace

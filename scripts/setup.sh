@@ -31,6 +31,9 @@ jobs=$(nproc 2>/dev/null || echo 2)
 # used. postgresql-15 is run the same way by the PostgreSQL store tests
 # (initdb and pg_ctl in a temporary directory); PostgreSQL refuses to run as
 # root, so set-up creates the unprivileged user rapidqa-pg for them.
+# rapidqa-server is built on libwebsockets; its tests drive it with clients
+# written by others: curl, nghttp (nghttp2-client), Python websockets, and
+# openssl to make their certificates.
 components=${RAPIDQA_COMPONENTS:-all}
 case "$components" in core|all) ;; *) echo "RAPIDQA_COMPONENTS must be core or all, not '$components'" >&2; exit 2 ;; esac
 core_packages=(
@@ -39,6 +42,7 @@ core_packages=(
   libfmt-dev nlohmann-json3-dev libutf8proc-dev libhiredis-dev redis-server libssl-dev libsqlite3-dev sqlite3
   libpq-dev postgresql-15
   catch2
+  libwebsockets-dev curl openssl nghttp2-client python3-websockets
 )
 model_packages=(
   libtorch-dev libdnnl-dev ocl-icd-opencl-dev opencl-c-headers

@@ -1,0 +1,794 @@
+#include "http_transport.h"
+
+#include <algorithm>
+#include <condition_variable>
+#include <cstdio>
+#include <cstring>
+#include <deque>
+#include <fstream>
+#include <iterator>
+#include <mutex>
+#include <random>
+#include <sstream>
+#include <thread>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include <libwebsockets.h>
+#include <nlohmann/json.hpp>
+
+#include "access_log.h"
+#include "tool_support.h"
+
+namespace rapidqa::server {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using nlohmann::json;
+
+constexpr std::size_t kWriteChunk = 8192;  // body bytes per write: below HTTP/2's smallest frame limit
+constexpr const char* kWebSocketPath = "/v1/ws";
+
+// Threads that call the engine. A bounded queue: when it is full the
+// caller is told at once, so overload is answered instead of queued.
+class RequestWorkers {
+ public:
+  RequestWorkers(std::size_t threads, std::size_t capacity) : capacity_(capacity) {
+    for (std::size_t i = 0; i < threads; ++i) threads_.emplace_back([this] { work(); });
+  }
+  ~RequestWorkers() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stopping_ = true;
+    }
+    ready_.notify_all();
+    for (auto& t : threads_) t.join();
+  }
+  // False when `capacity` jobs already wait.
+  bool try_submit(std::function<void()> job) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (jobs_.size() >= capacity_) return false;
+      jobs_.push_back(std::move(job));
+    }
+    ready_.notify_one();
+    return true;
+  }
+
+ private:
+  void work() {
+    for (;;) {
+      std::function<void()> job;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        ready_.wait(lock, [&] { return stopping_ || !jobs_.empty(); });
+        if (jobs_.empty()) return;  // stopping, nothing left
+        job = std::move(jobs_.front());
+        jobs_.pop_front();
+      }
+      job();
+    }
+  }
+  const std::size_t capacity_;
+  std::mutex mu_;
+  std::condition_variable ready_;
+  std::deque<std::function<void()>> jobs_;  // guarded by mu_
+  bool stopping_ = false;                   // guarded by mu_
+  std::vector<std::thread> threads_;
+};
+
+std::string header(lws* wsi, lws_token_indexes token) {
+  const int length = lws_hdr_total_length(wsi, token);
+  if (length <= 0) return {};
+  std::string value(static_cast<std::size_t>(length) + 1, '\0');
+  const int copied = lws_hdr_copy(wsi, value.data(), length + 1, token);
+  value.resize(copied > 0 ? static_cast<std::size_t>(copied) : 0);
+  return value;
+}
+
+// A header lws has no token for; `name` ends in ':'.
+std::string custom_header(lws* wsi, const char* name) {
+  const int name_length = static_cast<int>(std::strlen(name));
+  const int length = lws_hdr_custom_length(wsi, name, name_length);
+  if (length <= 0) return {};
+  std::string value(static_cast<std::size_t>(length) + 1, '\0');
+  const int copied = lws_hdr_custom_copy(wsi, value.data(), length + 1, name, name_length);
+  value.resize(copied > 0 ? static_cast<std::size_t>(copied) : 0);
+  return value;
+}
+
+// A client's request id is echoed only when it is short printable ASCII
+// (it goes into headers and the log); otherwise the server makes one.
+bool usable_request_id(const std::string& id) {
+  return !id.empty() && id.size() <= 128 &&
+         std::all_of(id.begin(), id.end(), [](char c) { return c > 0x20 && c < 0x7f && c != '"' && c != '\\'; });
+}
+
+std::string make_request_id() {
+  static std::atomic<std::uint64_t> counter{0};
+  static const std::uint64_t prefix = std::random_device{}();
+  char buffer[40];
+  std::snprintf(buffer, sizeof buffer, "%08llx-%llu", static_cast<unsigned long long>(prefix & 0xffffffffULL),
+                static_cast<unsigned long long>(counter.fetch_add(1) + 1));
+  return buffer;
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+}  // namespace
+
+// One request (HTTP) or one WebSocket connection, owned by Impl::live and
+// reached from lws's per-session data by its id. Loop thread only.
+struct Exchange {
+  std::uint64_t id = 0;
+  lws* wsi = nullptr;
+  bool websocket = false;
+  bool http2 = false;
+  const char* protocol = "HTTP/1.1";
+  Clock::time_point started;
+
+  // HTTP
+  ServerRequest request;
+  bool awaiting_body = false;
+  bool dispatched = false;      // handed to a worker (or answered by the loop)
+  bool refused_body = false;    // answered before the body was read: ignore the rest, then close
+  std::optional<ServerResponse> response;
+  bool headers_sent = false;
+  std::size_t body_written = 0;
+  bool close_after = false;
+
+  // WebSocket
+  std::string authorization;    // from the upgrade request
+  std::string incoming;         // the message being received
+  std::deque<std::string> outgoing;  // replies, each with LWS_PRE bytes in front
+  std::size_t in_flight = 0;
+};
+
+// lws's per-session data: zeroed by lws, so only a plain id.
+struct SessionData {
+  std::uint64_t exchange_id;
+};
+
+struct Completion {
+  std::uint64_t exchange_id;
+  ServerResponse response;  // HTTP
+  std::string ws_reply;     // WebSocket (without LWS_PRE)
+  bool websocket = false;
+};
+
+struct HttpTransport::Impl {
+  Impl(ServerApi& api_, TransportOptions options_) : api(api_), options(std::move(options_)) {}
+
+  ServerApi& api;
+  TransportOptions options;
+  std::function<void()>* reload_knowledge = nullptr;
+  AccessLog access_log;
+  std::unique_ptr<RequestWorkers> workers;
+
+  lws_context* context = nullptr;
+  lws_vhost* vhost = nullptr;
+  int bound_port = 0;
+  int bound_h2c_port = -1;
+  lws_protocols protocols[2]{};
+  lws_retry_bo_t retry{};
+  std::string alpn = "h2,http/1.1";
+
+  std::atomic<bool> drain_requested{false};
+  std::atomic<bool> reload_requested{false};
+  bool draining = false;  // loop thread
+  Clock::time_point drain_deadline;
+  std::thread drain_timer;
+  std::mutex timer_mu;
+  std::condition_variable timer_cancelled;
+  bool timer_stop = false;  // guarded by timer_mu
+
+  // Loop thread only.
+  std::uint64_t next_id = 1;
+  std::unordered_map<std::uint64_t, std::unique_ptr<Exchange>> live;
+  std::size_t in_flight = 0;  // requests and WebSocket questions at the workers
+  std::unordered_set<lws*> connections;  // network connections open
+  std::unordered_set<lws*> over_limit;   // of those, the ones past max_connections
+
+  std::mutex done_mu;
+  std::vector<Completion> done;  // guarded by done_mu
+
+  static int callback(lws* wsi, lws_callback_reasons reason, void* user, void* in, std::size_t len);
+
+  Exchange* exchange_of(void* user) {
+    if (!user) return nullptr;
+    auto it = live.find(static_cast<SessionData*>(user)->exchange_id);
+    return it == live.end() ? nullptr : it->second.get();
+  }
+  Exchange& open_exchange(lws* wsi, void* user) {
+    auto e = std::make_unique<Exchange>();
+    e->id = next_id++;
+    e->wsi = wsi;
+    e->started = Clock::now();
+    e->http2 = lws_get_network_wsi(wsi) != wsi;  // HTTP/2 streams are children of the connection
+    e->protocol = e->http2 ? "HTTP/2" : "HTTP/1.1";
+    static_cast<SessionData*>(user)->exchange_id = e->id;
+    Exchange& ref = *e;
+    live.emplace(e->id, std::move(e));
+    return ref;
+  }
+  void close_exchange(void* user) {
+    Exchange* e = exchange_of(user);
+    if (!e) return;
+    // A request still at a worker stays counted until its completion
+    // arrives and finds the exchange gone.
+    live.erase(e->id);
+    static_cast<SessionData*>(user)->exchange_id = 0;
+  }
+
+  // HTTP --------------------------------------------------------------
+  int on_http(lws* wsi, void* user) {
+    Exchange& e = open_exchange(wsi, user);
+    char* uri = nullptr;
+    int uri_length = 0;
+    const int method = lws_http_get_uri_and_method(wsi, &uri, &uri_length);
+    switch (method) {
+      case LWSHUMETH_GET: e.request.method = "GET"; break;
+      case LWSHUMETH_POST: e.request.method = "POST"; break;
+      case LWSHUMETH_OPTIONS: e.request.method = "OPTIONS"; break;
+      case LWSHUMETH_PUT: e.request.method = "PUT"; break;
+      case LWSHUMETH_PATCH: e.request.method = "PATCH"; break;
+      case LWSHUMETH_DELETE: e.request.method = "DELETE"; break;
+      case LWSHUMETH_HEAD: e.request.method = "HEAD"; break;
+      case LWSHUMETH_COLON_PATH: e.request.method = header(wsi, WSI_TOKEN_HTTP_COLON_METHOD); break;
+      default: e.request.method = "?"; break;
+    }
+    e.request.path = uri && uri_length > 0 ? std::string(uri, static_cast<std::size_t>(uri_length)) : "/";
+    e.request.path = e.request.path.substr(0, e.request.path.find('?'));
+    e.request.authorization = header(wsi, WSI_TOKEN_HTTP_AUTHORIZATION);
+    const std::string id = custom_header(wsi, "x-request-id:");
+    e.request.request_id = usable_request_id(id) ? id : make_request_id();
+
+    if (over_limit.count(lws_get_network_wsi(wsi))) {
+      return answer_now(e, error_response(503, "resource_exhausted",
+                                          "too many connections (at most " +
+                                              std::to_string(options.max_connections) + ")", 1), true);
+    }
+    if (draining) return answer_now(e, error_response(503, "unavailable", "the server is shutting down", 1), true);
+
+    const std::string timeout = custom_header(wsi, "x-request-timeout-ms:");
+    if (!timeout.empty()) {
+      char* end = nullptr;
+      const long long ms = std::strtoll(timeout.c_str(), &end, 10);
+      if (!end || *end != '\0' || ms <= 0 || ms > 3600000) {
+        return answer_now(e, error_response(400, "invalid_argument",
+                                            "x-request-timeout-ms must be whole milliseconds, 1 to 3600000"), false);
+      }
+      e.request.timeout = std::chrono::milliseconds(ms);
+    }
+
+    const bool has_body_method = e.request.method == "POST" || e.request.method == "PUT" || e.request.method == "PATCH";
+    const std::string content_length = header(wsi, WSI_TOKEN_HTTP_CONTENT_LENGTH);
+    if (!content_length.empty()) {
+      char* end = nullptr;
+      const unsigned long long declared = std::strtoull(content_length.c_str(), &end, 10);
+      if (!end || *end != '\0') {
+        return answer_now(e, error_response(400, "invalid_argument", "content-length is not a number"), true);
+      }
+      if (declared > options.max_body_bytes) {
+        e.refused_body = true;
+        return answer_now(e, too_large(), true);
+      }
+      if (declared == 0) return dispatch(e);
+    } else if (!has_body_method || !e.http2) {
+      // HTTP/1.1 without content-length carries no body (lws refuses chunked uploads).
+      return dispatch(e);
+    }
+    e.awaiting_body = true;
+    lws_set_timeout(wsi, PENDING_TIMEOUT_HTTP_CONTENT, static_cast<int>(options.client_timeout.count()));
+    return 0;
+  }
+
+  ServerResponse too_large() const {
+    return error_response(413, "out_of_range",
+                          "the request body is larger than " + std::to_string(options.max_body_bytes) + " bytes");
+  }
+
+  int on_body(void* user, const char* data, std::size_t length) {
+    Exchange* e = exchange_of(user);
+    if (!e || e->refused_body || e->dispatched) return 0;
+    if (e->request.body.size() + length > options.max_body_bytes) {
+      e->refused_body = true;
+      return answer_now(*e, too_large(), true);
+    }
+    e->request.body.append(data, length);
+    lws_set_timeout(e->wsi, PENDING_TIMEOUT_HTTP_CONTENT, static_cast<int>(options.client_timeout.count()));
+    return 0;
+  }
+
+  int on_body_complete(void* user) {
+    Exchange* e = exchange_of(user);
+    if (!e || e->dispatched) return 0;
+    lws_set_timeout(e->wsi, NO_PENDING_TIMEOUT, 0);
+    e->awaiting_body = false;
+    return dispatch(*e);
+  }
+
+  // Answer from the loop itself (limits, shutdown): no worker involved.
+  int answer_now(Exchange& e, ServerResponse response, bool close_after) {
+    e.dispatched = true;
+    e.close_after = close_after;
+    log_access(e, response);
+    e.response = std::move(response);
+    lws_callback_on_writable(e.wsi);
+    return 0;
+  }
+
+  int dispatch(Exchange& e) {
+    e.dispatched = true;
+    ServerRequest request = std::move(e.request);
+    e.request = ServerRequest{};
+    e.request.method = request.method;  // kept for HEAD and the log
+    e.request.path = request.path;
+    e.request.request_id = request.request_id;
+    const std::uint64_t id = e.id;
+    const Clock::time_point started = e.started;
+    const char* protocol = e.protocol;
+    const bool queued = workers->try_submit([this, id, started, protocol, request = std::move(request)] {
+      ServerResponse response = api.handle(request);
+      access_log.write(request.request_id, protocol, request.method, request.path, response, Clock::now() - started);
+      complete({id, std::move(response), {}, false});
+    });
+    if (!queued) {
+      e.dispatched = false;
+      return answer_now(e, error_response(503, "resource_exhausted", "the server is busy: too many requests waiting", 1),
+                        false);
+    }
+    ++in_flight;
+    return 0;
+  }
+
+  // Worker thread: hand a result to the loop.
+  void complete(Completion c) {
+    {
+      std::lock_guard<std::mutex> lock(done_mu);
+      done.push_back(std::move(c));
+    }
+    lws_cancel_service(context);
+  }
+
+  int on_http_writeable(lws* wsi, void* user) {
+    Exchange* e = exchange_of(user);
+    if (!e || !e->response) return 0;
+    ServerResponse& r = *e->response;
+    if (!e->headers_sent) {
+      unsigned char buffer[LWS_PRE + 2048];
+      unsigned char* start = buffer + LWS_PRE;
+      unsigned char* p = start;
+      unsigned char* end = buffer + sizeof buffer - 1;
+      if (lws_add_http_common_headers(wsi, static_cast<unsigned int>(r.status), r.content_type.c_str(),
+                                      r.body.size(), &p, end)) {
+        return 1;
+      }
+      const std::string& rid = e->request.request_id;
+      if (!rid.empty() &&
+          lws_add_http_header_by_name(wsi, reinterpret_cast<const unsigned char*>("x-request-id:"),
+                                      reinterpret_cast<const unsigned char*>(rid.data()), static_cast<int>(rid.size()),
+                                      &p, end)) {
+        return 1;
+      }
+      if (r.retry_after_seconds > 0) {
+        const std::string seconds = std::to_string(r.retry_after_seconds);
+        if (lws_add_http_header_by_token(wsi, WSI_TOKEN_HTTP_RETRY_AFTER,
+                                         reinterpret_cast<const unsigned char*>(seconds.data()),
+                                         static_cast<int>(seconds.size()), &p, end)) {
+          return 1;
+        }
+      }
+      if (e->close_after && !e->http2 && !e->websocket &&
+          lws_add_http_header_by_token(wsi, WSI_TOKEN_CONNECTION, reinterpret_cast<const unsigned char*>("close"), 5,
+                                       &p, end)) {
+        return 1;
+      }
+      if (lws_finalize_write_http_header(wsi, start, &p, end)) return 1;
+      e->headers_sent = true;
+      if (e->request.method == "HEAD") r.body.clear();
+      lws_callback_on_writable(wsi);
+      return 0;
+    }
+    unsigned char buffer[LWS_PRE + kWriteChunk];
+    const std::size_t chunk = std::min(kWriteChunk, r.body.size() - e->body_written);
+    std::memcpy(buffer + LWS_PRE, r.body.data() + e->body_written, chunk);
+    const bool last = e->body_written + chunk == r.body.size();
+    if (lws_write(wsi, buffer + LWS_PRE, chunk, last ? LWS_WRITE_HTTP_FINAL : LWS_WRITE_HTTP) != static_cast<int>(chunk)) {
+      return 1;
+    }
+    e->body_written += chunk;
+    if (!last) {
+      lws_callback_on_writable(wsi);
+      return 0;
+    }
+    const bool close = e->close_after;
+    close_exchange(user);
+    if (close) return -1;
+    return lws_http_transaction_completed(wsi) ? -1 : 0;
+  }
+
+  // WebSocket ---------------------------------------------------------
+  // The upgrade to WebSocket, refused with an HTTP status that says why
+  // (lws writes it; returning 1 tells lws the answer was given).
+  int on_upgrade(lws* wsi, const char* to) {
+    if (!to || std::strcmp(to, "websocket") != 0) return 0;  // h2c upgrades go ahead
+    const std::string path = header(wsi, WSI_TOKEN_GET_URI);
+    unsigned int status = 0;
+    const char* why = nullptr;
+    if (path.substr(0, path.find('?')) != kWebSocketPath) {
+      status = HTTP_STATUS_NOT_FOUND;
+      why = "WebSocket sessions are served at /v1/ws";
+    } else if (draining) {
+      status = HTTP_STATUS_SERVICE_UNAVAILABLE;
+      why = "the server is shutting down";
+    } else if (over_limit.count(lws_get_network_wsi(wsi))) {
+      status = HTTP_STATUS_SERVICE_UNAVAILABLE;
+      why = "too many connections";
+    } else if (api.ask_needs_token() && !api.authorized(header(wsi, WSI_TOKEN_HTTP_AUTHORIZATION))) {
+      status = HTTP_STATUS_UNAUTHORIZED;
+      why = "this route needs 'Authorization: Bearer TOKEN'";
+    }
+    if (!status) return 0;
+    return lws_return_http_status(wsi, status, why) ? -1 : 1;
+  }
+
+  int on_ws_established(lws* wsi, void* user) {
+    Exchange& e = open_exchange(wsi, user);
+    e.websocket = true;
+    e.protocol = "WebSocket";
+    e.authorization = header(wsi, WSI_TOKEN_HTTP_AUTHORIZATION);
+    return 0;
+  }
+
+  int on_ws_receive(lws* wsi, void* user, const char* data, std::size_t length) {
+    Exchange* e = exchange_of(user);
+    if (!e) return -1;
+    if (e->incoming.size() + length > options.max_ws_message_bytes) {
+      const std::string reason = "message larger than " + std::to_string(options.max_ws_message_bytes) + " bytes";
+      lws_close_reason(wsi, LWS_CLOSE_STATUS_MESSAGE_TOO_LARGE,
+                       reinterpret_cast<unsigned char*>(const_cast<char*>(reason.data())), reason.size());
+      return -1;
+    }
+    e->incoming.append(data, length);
+    if (!lws_is_final_fragment(wsi) || lws_remaining_packet_payload(wsi) > 0) return 0;
+    std::string message = std::move(e->incoming);
+    e->incoming.clear();
+    if (lws_frame_is_binary(wsi)) {
+      queue_ws_reply(*e, ws_error(json(), "invalid_argument", "send questions as text messages (JSON)"));
+      return 0;
+    }
+    // The id is read here so that a refusal can name it; the rest is the
+    // worker's.
+    json parsed = json::parse(message, nullptr, false);
+    if (parsed.is_discarded() || !parsed.is_object()) {
+      queue_ws_reply(*e, ws_error(json(), "invalid_argument", "a message must be a JSON object"));
+      return 0;
+    }
+    json id = parsed.contains("id") ? parsed["id"] : json();
+    if (draining) {
+      queue_ws_reply(*e, ws_error(id, "unavailable", "the server is shutting down"));
+      return 0;
+    }
+    if (e->in_flight >= options.max_ws_in_flight) {
+      queue_ws_reply(*e, ws_error(id, "resource_exhausted",
+                                  "at most " + std::to_string(options.max_ws_in_flight) +
+                                      " questions unanswered on one connection"));
+      return 0;
+    }
+    parsed.erase("id");
+    ServerRequest request;
+    request.method = "POST";
+    request.path = "/v1/ask";
+    request.body = parsed.dump();
+    request.authorization = e->authorization;
+    request.request_id = make_request_id();
+    const std::uint64_t exchange_id = e->id;
+    const Clock::time_point started = Clock::now();
+    const bool queued = workers->try_submit([this, exchange_id, started, id, request = std::move(request)] {
+      ServerResponse response = api.handle(request);
+      access_log.write(request.request_id, "WebSocket", request.method, request.path, response, Clock::now() - started);
+      json reply = json::parse(response.body, nullptr, false);
+      if (reply.is_discarded() || !reply.is_object()) reply = json::object();
+      reply["id"] = id;
+      reply["status"] = response.status;
+      complete({exchange_id, {}, tools::json_line(reply), true});
+    });
+    if (!queued) {
+      queue_ws_reply(*e, ws_error(id, "resource_exhausted", "the server is busy: too many requests waiting"));
+      return 0;
+    }
+    ++e->in_flight;
+    ++in_flight;
+    return 0;
+  }
+
+  static std::string ws_error(const json& id, const char* code, const std::string& message) {
+    return tools::json_line({{"id", id}, {"status", code == std::string("invalid_argument") ? 400 : 503},
+                             {"error", {{"code", code}, {"message", message}}}});
+  }
+
+  void queue_ws_reply(Exchange& e, const std::string& reply) {
+    std::string framed(LWS_PRE, '\0');
+    framed += reply;
+    e.outgoing.push_back(std::move(framed));
+    lws_callback_on_writable(e.wsi);
+  }
+
+  int on_ws_writeable(lws* wsi, void* user) {
+    Exchange* e = exchange_of(user);
+    if (!e || e->outgoing.empty()) return 0;
+    std::string& message = e->outgoing.front();
+    const std::size_t length = message.size() - LWS_PRE;
+    if (lws_write(wsi, reinterpret_cast<unsigned char*>(message.data()) + LWS_PRE, length, LWS_WRITE_TEXT) <
+        static_cast<int>(length)) {
+      return -1;
+    }
+    e->outgoing.pop_front();
+    if (!e->outgoing.empty()) lws_callback_on_writable(wsi);
+    return 0;
+  }
+
+  // The loop woken by a worker or a signal ----------------------------
+  void on_wake() {
+    std::vector<Completion> ready;
+    {
+      std::lock_guard<std::mutex> lock(done_mu);
+      ready.swap(done);
+    }
+    for (auto& c : ready) {
+      --in_flight;
+      auto it = live.find(c.exchange_id);
+      if (it == live.end()) continue;  // the client went away
+      Exchange& e = *it->second;
+      if (c.websocket) {
+        --e.in_flight;
+        queue_ws_reply(e, c.ws_reply);
+      } else {
+        e.response = std::move(c.response);
+        lws_callback_on_writable(e.wsi);
+      }
+    }
+    if (drain_requested.load() && !draining) {
+      draining = true;
+      drain_deadline = Clock::now() + options.drain_grace;
+      std::fprintf(stderr, "rapidqa-server: draining: %zu requests in flight, up to %llds\n", in_flight,
+                   static_cast<long long>(options.drain_grace.count()));
+    }
+    if (reload_requested.exchange(false)) reload();
+  }
+
+  void reload() {
+    if (!options.tls_certificate.empty()) {
+      const std::string cert = read_file(options.tls_certificate);
+      const std::string key = read_file(options.tls_key);
+      if (cert.empty() || key.empty() ||
+          lws_tls_cert_updated(context, options.tls_certificate.c_str(), options.tls_key.c_str(), cert.data(),
+                               cert.size(), key.data(), key.size())) {
+        std::fprintf(stderr, "rapidqa-server: reload: the certificate or key could not be read; the old one stays\n");
+      } else {
+        std::fprintf(stderr, "rapidqa-server: reload: certificate reloaded\n");
+      }
+    }
+    if (reload_knowledge && *reload_knowledge) {
+      auto job = *reload_knowledge;
+      if (!workers->try_submit(job)) std::fprintf(stderr, "rapidqa-server: reload: busy, try again\n");
+    }
+  }
+
+  void log_access(const Exchange& e, const ServerResponse& response) {
+    access_log.write(e.request.request_id, e.protocol, e.request.method, e.request.path, response,
+                     Clock::now() - e.started);
+  }
+
+  // Whether any answer is still to be written: at a worker, or made and
+  // not yet sent.
+  bool answers_outstanding() const {
+    if (in_flight > 0) return true;
+    return std::any_of(live.begin(), live.end(), [](const auto& item) {
+      const Exchange& e = *item.second;
+      return (e.response && e.dispatched) || !e.outgoing.empty();
+    });
+  }
+
+  // Connections -------------------------------------------------------
+  // A connection past the limit is still accepted, so that it can be told
+  // why (503) before it is closed.
+  void on_new_connection(lws* wsi) {
+    connections.insert(wsi);
+    if (connections.size() > options.max_connections) over_limit.insert(wsi);
+  }
+  void on_wsi_destroy(lws* wsi) {
+    connections.erase(wsi);
+    over_limit.erase(wsi);
+  }
+};
+
+int HttpTransport::Impl::callback(lws* wsi, lws_callback_reasons reason, void* user, void* in, std::size_t len) {
+  Impl* self = static_cast<Impl*>(lws_context_user(lws_get_context(wsi)));
+  if (!self) return lws_callback_http_dummy(wsi, reason, user, in, len);
+  try {
+    switch (reason) {
+      case LWS_CALLBACK_FILTER_NETWORK_CONNECTION:
+        return self->draining ? 1 : 0;  // draining: stop accepting
+      case LWS_CALLBACK_SERVER_NEW_CLIENT_INSTANTIATED:
+        self->on_new_connection(wsi);
+        break;
+      case LWS_CALLBACK_WSI_DESTROY:
+        self->on_wsi_destroy(wsi);
+        break;
+      case LWS_CALLBACK_HTTP:
+        return self->on_http(wsi, user);
+      case LWS_CALLBACK_HTTP_BODY:
+        return self->on_body(user, static_cast<const char*>(in), len);
+      case LWS_CALLBACK_HTTP_BODY_COMPLETION:
+        return self->on_body_complete(user);
+      case LWS_CALLBACK_HTTP_WRITEABLE:
+        return self->on_http_writeable(wsi, user);
+      case LWS_CALLBACK_CLOSED_HTTP:
+        self->close_exchange(user);
+        break;
+      case LWS_CALLBACK_HTTP_CONFIRM_UPGRADE:
+        return self->on_upgrade(wsi, static_cast<const char*>(in));
+      case LWS_CALLBACK_ESTABLISHED:
+        return self->on_ws_established(wsi, user);
+      case LWS_CALLBACK_RECEIVE:
+        return self->on_ws_receive(wsi, user, static_cast<const char*>(in), len);
+      case LWS_CALLBACK_SERVER_WRITEABLE:
+        return self->on_ws_writeable(wsi, user);
+      case LWS_CALLBACK_CLOSED:
+        self->close_exchange(user);
+        break;
+      case LWS_CALLBACK_EVENT_WAIT_CANCELLED:
+        self->on_wake();
+        break;
+      default:
+        break;
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "rapidqa-server: dropping a connection: %s\n", e.what());
+    return -1;
+  }
+  return lws_callback_http_dummy(wsi, reason, user, in, len);
+}
+
+HttpTransport::HttpTransport(ServerApi& api, TransportOptions options)
+    : impl_(std::make_unique<Impl>(api, std::move(options))) {
+  impl_->reload_knowledge = &reload_knowledge;
+}
+
+HttpTransport::~HttpTransport() {
+  {
+    std::lock_guard<std::mutex> lock(impl_->timer_mu);
+    impl_->timer_stop = true;
+  }
+  impl_->timer_cancelled.notify_all();
+  if (impl_->drain_timer.joinable()) impl_->drain_timer.join();
+  // Workers first: a job still running wakes the loop through the context.
+  impl_->workers.reset();
+  if (impl_->context) lws_context_destroy(impl_->context);
+}
+
+Status HttpTransport::start() {
+  Impl& s = *impl_;
+  const TransportOptions& o = s.options;
+  const bool tls = !o.tls_certificate.empty() || !o.tls_key.empty();
+  if (tls && (o.tls_certificate.empty() || o.tls_key.empty())) {
+    return Status::invalid_argument("TLS needs both a certificate (--tls-cert) and its key (--tls-key)");
+  }
+  if (!tls && !o.plain) {
+    return Status::invalid_argument("give --tls-cert and --tls-key, or --plain to serve without TLS");
+  }
+  if (o.max_header_bytes < 1024 || o.max_header_bytes > 65535) {
+    return Status::invalid_argument("--max-header-bytes must be between 1024 and 65535");
+  }
+  if (o.workers == 0) return Status::invalid_argument("--workers must be at least 1");
+  if (Status st = s.access_log.open(o.access_log); !st.is_ok()) return st;
+
+  lws_set_log_level(LLL_ERR, nullptr);
+  s.protocols[0] = {"rapidqa.v1", &Impl::callback, sizeof(SessionData), 0, 0, nullptr, 0};
+  s.protocols[1] = {nullptr, nullptr, 0, 0, 0, nullptr, 0};
+  s.retry.secs_since_valid_ping = static_cast<std::uint16_t>(o.ws_ping_interval.count());
+  s.retry.secs_since_valid_hangup = static_cast<std::uint16_t>(2 * o.ws_ping_interval.count());
+
+  if (o.port < 0 || o.port > 65535) return Status::invalid_argument("--port must be between 0 and 65535");
+  if (o.h2c_port < -1 || o.h2c_port > 65535) return Status::invalid_argument("--h2c-port must be between 0 and 65535");
+  if (tls && o.h2c_port >= 0) return Status::invalid_argument("--h2c-port is for --plain: with TLS, h2 is on --port");
+
+  // One event loop, a vhost per listening port.
+  lws_context_creation_info info;
+  std::memset(&info, 0, sizeof info);
+  info.options = LWS_SERVER_OPTION_EXPLICIT_VHOSTS;
+  if (tls) info.options |= LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT;
+  info.user = &s;
+  info.max_http_header_data = static_cast<unsigned short>(o.max_header_bytes);
+  info.timeout_secs = static_cast<unsigned int>(o.client_timeout.count());
+  info.timeout_secs_ah_idle = static_cast<unsigned int>(o.client_timeout.count());  // headers that never finish
+  info.pt_serv_buf_size = 32768;
+  s.context = lws_create_context(&info);
+  if (!s.context) return Status::io_error("cannot start the event loop (libwebsockets)");
+
+  auto listen = [&](int port, bool h2c, const char* name) -> Status {
+    lws_context_creation_info vh;
+    std::memset(&vh, 0, sizeof vh);
+    vh.vhost_name = name;
+    vh.port = port;  // 0: the system picks a free port
+    vh.iface = o.address.c_str();
+    vh.protocols = s.protocols;
+    vh.keepalive_timeout = static_cast<int>(o.client_timeout.count());
+    vh.timeout_secs = static_cast<unsigned int>(o.client_timeout.count());
+    vh.timeout_secs_ah_idle = static_cast<unsigned int>(o.client_timeout.count());  // headers that never finish
+    vh.retry_and_idle_policy = &s.retry;
+    vh.http2_settings[0] = 1;
+    vh.http2_settings[H2SET_HEADER_TABLE_SIZE] = 4096;
+    vh.http2_settings[H2SET_ENABLE_PUSH] = 0;
+    vh.http2_settings[H2SET_MAX_CONCURRENT_STREAMS] = o.max_streams_per_connection;
+    vh.http2_settings[H2SET_INITIAL_WINDOW_SIZE] = 65535;
+    vh.http2_settings[H2SET_MAX_FRAME_SIZE] = 16384;
+    vh.http2_settings[H2SET_MAX_HEADER_LIST_SIZE] = static_cast<std::uint32_t>(o.max_header_bytes);
+    vh.options = LWS_SERVER_OPTION_VALIDATE_UTF8;
+    if (h2c) vh.options |= LWS_SERVER_OPTION_H2_PRIOR_KNOWLEDGE;
+    if (tls) {
+      vh.options |= LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT;  // lws reads it per vhost too
+      vh.ssl_cert_filepath = o.tls_certificate.c_str();
+      vh.ssl_private_key_filepath = o.tls_key.c_str();
+      vh.alpn = s.alpn.c_str();
+    }
+    lws_vhost* vhost = lws_create_vhost(s.context, &vh);
+    if (!vhost) {
+      return Status::io_error("cannot listen on " + o.address + ":" + std::to_string(port) +
+                              (tls ? " with the certificate " + o.tls_certificate : std::string()) +
+                              " (port in use, address not local, or the certificate or key unreadable)");
+    }
+    (h2c ? s.bound_h2c_port : s.bound_port) = lws_get_vhost_listen_port(vhost);
+    return Status::ok();
+  };
+  if (Status st = listen(o.port, false, "main"); !st.is_ok()) return st;
+  if (o.h2c_port >= 0) {
+    if (Status st = listen(o.h2c_port, true, "h2c"); !st.is_ok()) return st;
+  }
+  s.workers = std::make_unique<RequestWorkers>(o.workers, o.max_pending);
+  return Status::ok();
+}
+
+int HttpTransport::port() const { return impl_->bound_port; }
+int HttpTransport::h2c_port() const { return impl_->bound_h2c_port; }
+
+void HttpTransport::run() {
+  Impl& s = *impl_;
+  while (true) {
+    if (lws_service(s.context, 0) < 0) break;
+    if (!s.draining) continue;
+    const bool outstanding = s.answers_outstanding();
+    if (!outstanding || Clock::now() >= s.drain_deadline) {
+      if (outstanding) std::fprintf(stderr, "rapidqa-server: grace period over with answers unsent\n");
+      break;
+    }
+  }
+}
+
+void HttpTransport::request_drain() {
+  Impl& s = *impl_;
+  if (s.drain_requested.exchange(true)) return;
+  lws_cancel_service(s.context);
+  // Wake the loop once the grace period is over even if nothing else does.
+  const auto grace = s.options.drain_grace;
+  lws_context* context = s.context;
+  s.drain_timer = std::thread([&s, context, grace] {
+    std::unique_lock<std::mutex> lock(s.timer_mu);
+    if (!s.timer_cancelled.wait_for(lock, grace + std::chrono::milliseconds(50), [&] { return s.timer_stop; })) {
+      lws_cancel_service(context);
+    }
+  });
+}
+
+void HttpTransport::request_reload() {
+  impl_->reload_requested.store(true);
+  lws_cancel_service(impl_->context);
+}
+
+}  // namespace rapidqa::server

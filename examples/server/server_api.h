@@ -1,0 +1,136 @@
+// ServerApi: what rapidqa-server answers, independent of the wire. One
+// request in (method, path, body, the few headers that matter), one
+// response out (status, JSON body, Retry-After). The transports (HTTP/1.1,
+// HTTP/2, WebSocket, gRPC) only translate to and from these structs, so
+// every protocol gives the same answer, the same errors and the same
+// checks, and the routes are tested without a socket.
+//
+// Routes (JSON bodies; errors are {"error": {"code", "message"}}):
+//   POST /v1/ask                      {"question", "tenant", "use_cache", "semantic_threshold",
+//                                      "top_k", "min_answer_score", "timeout_ms", "priority"}
+//   POST /v1/ask:batch                the same with "questions": [...]
+//   GET|PUT|DELETE /v1/entries/{id}   an entry as in the JSONL knowledge format   (token)
+//   POST /v1/entries:import           JSONL body: every line added or updated     (token)
+//   POST /v1/cache:invalidate         {"entry_id"}                                (token)
+//   POST /v1/cache:correct            {"question", "answer", "tenant"}            (token)
+//   POST /v1/cache:delete             {"question", "tenant"}                      (token)
+//   GET  /metrics, /healthz, /readyz
+//   POST /v1/embeddings               OpenAI embeddings: {"input", "model", "encoding_format"}
+//   GET  /v2, /v2/health/live, /v2/health/ready, /v2/models/{m}, /v2/models/{m}/ready
+//   POST /v2/models/{m}/infer         KServe v2: a BYTES input of texts, an FP32 output
+//
+// Thread safety: thread-safe; handle() runs on the server's worker threads
+// concurrently. It blocks on the engine, so transports never call it on an
+// event loop.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+
+#include <rapidqa/qa_engine.h>
+
+namespace rapidqa::server {
+
+struct ServerRequest {
+  std::string method;         // "GET", "POST", ... as sent
+  std::string path;           // without the query string
+  std::string body;
+  std::string authorization;  // the Authorization header, "" when absent
+  std::string request_id;     // x-request-id as sent, or one the server made
+  std::chrono::milliseconds timeout{0};  // x-request-timeout-ms (gRPC: grpc-timeout); 0 = none given
+};
+
+struct ServerResponse {
+  int status = 200;                          // HTTP status
+  std::string content_type = "application/json";
+  std::string body;
+  int retry_after_seconds = 0;               // > 0: send Retry-After
+  // For the access log.
+  std::string tenant;
+  std::string tier;                          // an ask's answer tier, "" otherwise
+};
+
+// Requests per second each tenant may ask; a tenant over it gets 429 with
+// Retry-After. Buckets of idle tenants are dropped once there are many, so
+// a client inventing tenants cannot grow memory without bound.
+struct TenantRateLimit {
+  double questions_per_second = 0;  // 0 = no limit
+  double burst = 0;                 // bucket size in questions; 0 = one second's worth
+};
+
+class TenantRateLimiter {
+ public:
+  using Clock = std::chrono::steady_clock;
+  explicit TenantRateLimiter(TenantRateLimit limit) : limit_(limit) {}
+  // Takes `questions` tokens from the tenant's bucket at time `now`; on
+  // refusal returns the whole seconds until they are there (at least 1),
+  // else 0.
+  int admit(const std::string& tenant, double questions, Clock::time_point now);
+
+ private:
+  struct Bucket {
+    double tokens;
+    Clock::time_point refilled;
+  };
+  double capacity() const;
+  TenantRateLimit limit_;
+  std::mutex mu_;
+  std::unordered_map<std::string, Bucket> buckets_;  // guarded by mu_
+};
+
+struct ServerApiOptions {
+  std::string admin_token;         // bearer token for administration; "" = administration refused
+  bool protect_ask = false;        // asking, embeddings and inference need the token too
+  std::string model_name = "rapidqa-encoder";  // the name the OpenAI and KServe routes serve
+  std::size_t max_batch = 256;     // questions or texts in one request
+  TenantRateLimit rate_limit;
+};
+
+class ServerApi {
+ public:
+  ServerApi(QAEngine& engine, ServerApiOptions options);
+
+  ServerResponse handle(const ServerRequest& request);
+
+  // Ready once the knowledge is loaded: until then asks and inference
+  // answer 503 and /readyz says why.
+  void set_ready(bool ready) { ready_.store(ready); }
+  bool ready() const { return ready_.load(); }
+
+  // True when the Authorization value carries the admin token. The
+  // comparison takes the same time whatever the value.
+  bool authorized(std::string_view authorization) const;
+  bool ask_needs_token() const { return options_.protect_ask; }
+
+  QAEngine& engine() { return engine_; }
+
+ private:
+  ServerResponse route(const ServerRequest& request);
+  ServerResponse ask(const ServerRequest& request);
+  ServerResponse ask_batch(const ServerRequest& request);
+  ServerResponse entry(const ServerRequest& request, const std::string& id);
+  ServerResponse import_entries(const ServerRequest& request);
+  ServerResponse cache_admin(const ServerRequest& request, std::string_view action);
+  ServerResponse embeddings(const ServerRequest& request);
+  ServerResponse kserve(const ServerRequest& request, std::string_view rest);
+  ServerResponse kserve_infer(const ServerRequest& request, const std::string& model);
+
+  QAEngine& engine_;
+  ServerApiOptions options_;
+  std::string admin_token_digest_;  // SHA-256 of admin_token
+  TenantRateLimiter limiter_;
+  std::atomic<bool> ready_{false};
+};
+
+// Helpers the transports share.
+ServerResponse error_response(int http_status, std::string_view code, std::string_view message,
+                              int retry_after_seconds = 0);
+// The HTTP status for a Status code (invalid_argument 400, not_found 404 ...).
+int http_status_for(StatusCode code);
+
+}  // namespace rapidqa::server
