@@ -56,6 +56,18 @@ if(RAPIDQA_WITH_SERVER AND RAPIDQA_BUILD_EXAMPLES)
                         "it, or configure with -DRAPIDQA_WITH_SERVER=OFF (no rapidqa-server).")
   endif()
 endif()
+# gRPC C++ and protobuf (libgrpc++-dev, protobuf-compiler-grpc) for
+# rapidqa-server's gRPC services.
+if(RAPIDQA_WITH_SERVER AND RAPIDQA_BUILD_EXAMPLES)
+  find_package(Protobuf)
+  find_package(gRPC CONFIG)
+  find_program(RAPIDQA_GRPC_CPP_PLUGIN grpc_cpp_plugin)
+  if(NOT Protobuf_FOUND OR NOT gRPC_FOUND OR NOT RAPIDQA_GRPC_CPP_PLUGIN)
+    message(FATAL_ERROR "RAPIDQA_WITH_SERVER needs gRPC C++ and protoc (libgrpc++-dev, protobuf-compiler, "
+                        "protobuf-compiler-grpc), which were not all found. Install them, or configure with "
+                        "-DRAPIDQA_WITH_SERVER=OFF (no rapidqa-server).")
+  endif()
+endif()
 
 # TorchConfig puts its own flags into TORCH_CXX_FLAGS (the C++11 ABI switch);
 # they must reach every translation unit that includes LibTorch.

@@ -31,8 +31,10 @@ jobs=$(nproc 2>/dev/null || echo 2)
 # used. postgresql-15 is run the same way by the PostgreSQL store tests
 # (initdb and pg_ctl in a temporary directory); PostgreSQL refuses to run as
 # root, so set-up creates the unprivileged user rapidqa-pg for them.
-# rapidqa-server is built on libwebsockets; its tests drive it with clients
-# written by others: curl, nghttp (nghttp2-client), Python websockets, and
+# rapidqa-server is built on libwebsockets (HTTP, WebSocket) and gRPC C++
+# (its stubs made by protoc and grpc_cpp_plugin); its tests drive it with
+# clients written by others: curl, nghttp (nghttp2-client), Python
+# websockets and grpcio (stubs from protoc's grpc_python_plugin), and
 # openssl to make their certificates.
 components=${RAPIDQA_COMPONENTS:-all}
 case "$components" in core|all) ;; *) echo "RAPIDQA_COMPONENTS must be core or all, not '$components'" >&2; exit 2 ;; esac
@@ -42,7 +44,8 @@ core_packages=(
   libfmt-dev nlohmann-json3-dev libutf8proc-dev libhiredis-dev redis-server libssl-dev libsqlite3-dev sqlite3
   libpq-dev postgresql-15
   catch2
-  libwebsockets-dev curl openssl nghttp2-client python3-websockets
+  libwebsockets-dev libgrpc++-dev protobuf-compiler protobuf-compiler-grpc
+  curl openssl nghttp2-client python3-websockets python3-grpcio
 )
 model_packages=(
   libtorch-dev libdnnl-dev ocl-icd-opencl-dev opencl-c-headers

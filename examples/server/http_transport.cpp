@@ -8,7 +8,6 @@
 #include <fstream>
 #include <iterator>
 #include <mutex>
-#include <random>
 #include <sstream>
 #include <thread>
 #include <unordered_map>
@@ -19,6 +18,8 @@
 #include <nlohmann/json.hpp>
 
 #include "access_log.h"
+#include "request_ids.h"
+#include "request_workers.h"
 #include "tool_support.h"
 
 namespace rapidqa::server {
@@ -29,54 +30,6 @@ using nlohmann::json;
 
 constexpr std::size_t kWriteChunk = 8192;  // body bytes per write: below HTTP/2's smallest frame limit
 constexpr const char* kWebSocketPath = "/v1/ws";
-
-// Threads that call the engine. A bounded queue: when it is full the
-// caller is told at once, so overload is answered instead of queued.
-class RequestWorkers {
- public:
-  RequestWorkers(std::size_t threads, std::size_t capacity) : capacity_(capacity) {
-    for (std::size_t i = 0; i < threads; ++i) threads_.emplace_back([this] { work(); });
-  }
-  ~RequestWorkers() {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      stopping_ = true;
-    }
-    ready_.notify_all();
-    for (auto& t : threads_) t.join();
-  }
-  // False when `capacity` jobs already wait.
-  bool try_submit(std::function<void()> job) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (jobs_.size() >= capacity_) return false;
-      jobs_.push_back(std::move(job));
-    }
-    ready_.notify_one();
-    return true;
-  }
-
- private:
-  void work() {
-    for (;;) {
-      std::function<void()> job;
-      {
-        std::unique_lock<std::mutex> lock(mu_);
-        ready_.wait(lock, [&] { return stopping_ || !jobs_.empty(); });
-        if (jobs_.empty()) return;  // stopping, nothing left
-        job = std::move(jobs_.front());
-        jobs_.pop_front();
-      }
-      job();
-    }
-  }
-  const std::size_t capacity_;
-  std::mutex mu_;
-  std::condition_variable ready_;
-  std::deque<std::function<void()>> jobs_;  // guarded by mu_
-  bool stopping_ = false;                   // guarded by mu_
-  std::vector<std::thread> threads_;
-};
 
 std::string header(lws* wsi, lws_token_indexes token) {
   const int length = lws_hdr_total_length(wsi, token);
@@ -96,22 +49,6 @@ std::string custom_header(lws* wsi, const char* name) {
   const int copied = lws_hdr_custom_copy(wsi, value.data(), length + 1, name, name_length);
   value.resize(copied > 0 ? static_cast<std::size_t>(copied) : 0);
   return value;
-}
-
-// A client's request id is echoed only when it is short printable ASCII
-// (it goes into headers and the log); otherwise the server makes one.
-bool usable_request_id(const std::string& id) {
-  return !id.empty() && id.size() <= 128 &&
-         std::all_of(id.begin(), id.end(), [](char c) { return c > 0x20 && c < 0x7f && c != '"' && c != '\\'; });
-}
-
-std::string make_request_id() {
-  static std::atomic<std::uint64_t> counter{0};
-  static const std::uint64_t prefix = std::random_device{}();
-  char buffer[40];
-  std::snprintf(buffer, sizeof buffer, "%08llx-%llu", static_cast<unsigned long long>(prefix & 0xffffffffULL),
-                static_cast<unsigned long long>(counter.fetch_add(1) + 1));
-  return buffer;
 }
 
 std::string read_file(const std::string& path) {
@@ -161,13 +98,14 @@ struct Completion {
 };
 
 struct HttpTransport::Impl {
-  Impl(ServerApi& api_, TransportOptions options_) : api(api_), options(std::move(options_)) {}
+  Impl(ServerApi& api_, RequestWorkers& workers_, AccessLog& access_log_, TransportOptions options_)
+      : api(api_), workers(&workers_), access_log(access_log_), options(std::move(options_)) {}
 
   ServerApi& api;
+  RequestWorkers* workers;
+  AccessLog& access_log;
   TransportOptions options;
   std::function<void()>* reload_knowledge = nullptr;
-  AccessLog access_log;
-  std::unique_ptr<RequestWorkers> workers;
 
   lws_context* context = nullptr;
   lws_vhost* vhost = nullptr;
@@ -244,8 +182,7 @@ struct HttpTransport::Impl {
     e.request.path = uri && uri_length > 0 ? std::string(uri, static_cast<std::size_t>(uri_length)) : "/";
     e.request.path = e.request.path.substr(0, e.request.path.find('?'));
     e.request.authorization = header(wsi, WSI_TOKEN_HTTP_AUTHORIZATION);
-    const std::string id = custom_header(wsi, "x-request-id:");
-    e.request.request_id = usable_request_id(id) ? id : make_request_id();
+    e.request.request_id = request_id_from(custom_header(wsi, "x-request-id:"));
 
     if (over_limit.count(lws_get_network_wsi(wsi))) {
       return answer_now(e, error_response(503, "resource_exhausted",
@@ -281,6 +218,11 @@ struct HttpTransport::Impl {
     } else if (!has_body_method || !e.http2) {
       // HTTP/1.1 without content-length carries no body (lws refuses chunked uploads).
       return dispatch(e);
+    } else {
+      // libwebsockets does not tell whether an HTTP/2 stream ended with its
+      // headers, so a body must announce its length (every common client does).
+      return answer_now(e, error_response(411, "invalid_argument",
+                                          "an HTTP/2 request with a body needs a content-length header"), false);
     }
     e.awaiting_body = true;
     lws_set_timeout(wsi, PENDING_TIMEOUT_HTTP_CONTENT, static_cast<int>(options.client_timeout.count()));
@@ -656,8 +598,8 @@ int HttpTransport::Impl::callback(lws* wsi, lws_callback_reasons reason, void* u
   return lws_callback_http_dummy(wsi, reason, user, in, len);
 }
 
-HttpTransport::HttpTransport(ServerApi& api, TransportOptions options)
-    : impl_(std::make_unique<Impl>(api, std::move(options))) {
+HttpTransport::HttpTransport(ServerApi& api, RequestWorkers& workers, AccessLog& access_log, TransportOptions options)
+    : impl_(std::make_unique<Impl>(api, workers, access_log, std::move(options))) {
   impl_->reload_knowledge = &reload_knowledge;
 }
 
@@ -668,8 +610,8 @@ HttpTransport::~HttpTransport() {
   }
   impl_->timer_cancelled.notify_all();
   if (impl_->drain_timer.joinable()) impl_->drain_timer.join();
-  // Workers first: a job still running wakes the loop through the context.
-  impl_->workers.reset();
+  // The workers were stopped first (see the header): no job wakes a
+  // destroyed context.
   if (impl_->context) lws_context_destroy(impl_->context);
 }
 
@@ -686,8 +628,6 @@ Status HttpTransport::start() {
   if (o.max_header_bytes < 1024 || o.max_header_bytes > 65535) {
     return Status::invalid_argument("--max-header-bytes must be between 1024 and 65535");
   }
-  if (o.workers == 0) return Status::invalid_argument("--workers must be at least 1");
-  if (Status st = s.access_log.open(o.access_log); !st.is_ok()) return st;
 
   lws_set_log_level(LLL_ERR, nullptr);
   s.protocols[0] = {"rapidqa.v1", &Impl::callback, sizeof(SessionData), 0, 0, nullptr, 0};
@@ -751,7 +691,6 @@ Status HttpTransport::start() {
   if (o.h2c_port >= 0) {
     if (Status st = listen(o.h2c_port, true, "h2c"); !st.is_ok()) return st;
   }
-  s.workers = std::make_unique<RequestWorkers>(o.workers, o.max_pending);
   return Status::ok();
 }
 

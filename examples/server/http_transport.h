@@ -4,9 +4,8 @@
 // TCP, h2c listens on a port of its own, because libwebsockets treats every
 // plain connection of an h2c listener as HTTP/2.
 //
-// The loop never waits on the engine: a complete request is handed to a
-// small pool of worker threads through a bounded queue (full: 503 with
-// Retry-After at once), the worker runs ServerApi::handle and wakes the loop
+// The loop never waits on the engine: a complete request is handed to the
+// RequestWorkers (queue full: 503 with Retry-After at once), the worker runs ServerApi::handle and wakes the loop
 // with the response, which the loop writes when the socket can take it.
 // Requests whose connection closed meanwhile are dropped on completion.
 //
@@ -30,6 +29,8 @@
 
 #include <rapidqa/status.h>
 
+#include "access_log.h"
+#include "request_workers.h"
 #include "server_api.h"
 
 namespace rapidqa::server {
@@ -49,15 +50,14 @@ struct TransportOptions {
   std::size_t max_ws_in_flight = 32;     // questions a WebSocket may have unanswered; more are refused one by one
   std::chrono::seconds client_timeout{10};  // a client that sends nothing for this long is cut off
   std::chrono::seconds ws_ping_interval{30};  // an idle WebSocket is pinged; no pong for twice this: closed
-  std::size_t workers = 2;               // threads that call the engine
-  std::size_t max_pending = 1024;        // requests waiting for a worker; more: 503 with Retry-After
   std::chrono::seconds drain_grace{10};  // SIGTERM: how long requests in flight may still take
-  std::string access_log;                // JSON lines: a path, "-" for stdout, "" for none
 };
 
 class HttpTransport {
  public:
-  HttpTransport(ServerApi& api, TransportOptions options);
+  // The workers must be stopped before the transport is destroyed: a job
+  // that finishes wakes the event loop.
+  HttpTransport(ServerApi& api, RequestWorkers& workers, AccessLog& access_log, TransportOptions options);
   ~HttpTransport();
   HttpTransport(const HttpTransport&) = delete;
   HttpTransport& operator=(const HttpTransport&) = delete;

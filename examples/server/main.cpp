@@ -27,6 +27,7 @@
 #include <rapidqa/transformer_encoder.h>
 #endif
 
+#include "grpc_transport.h"
 #include "http_transport.h"
 #include "server_api.h"
 #include "tool_support.h"
@@ -58,14 +59,20 @@ struct ServerOptions {
   std::string token_file;
   ServerApiOptions api;
   TransportOptions transport;
+  int grpc_port = -1;
+  std::size_t max_stream_in_flight = 32;
+  std::size_t workers = 2;
+  std::size_t max_pending = 1024;
+  std::string access_log;
 };
 
 void print_usage(std::FILE* to) {
   std::fprintf(
       to,
       "usage: rapidqa-server (--plain [--h2c-port N] | --tls-cert FILE --tls-key FILE) [options]\n"
-      "Serves rapidqa over HTTP/1.1, HTTP/2 (h2c with prior knowledge; h2 over TLS by ALPN) and WebSocket\n"
-      "(/v1/ws). Routes: POST /v1/ask, /v1/ask:batch; GET|PUT|DELETE /v1/entries/{id}, POST /v1/entries:import;\n"
+      "Serves rapidqa over HTTP/1.1, HTTP/2 (h2c with prior knowledge; h2 over TLS by ALPN), WebSocket\n"
+      "(/v1/ws) and gRPC (--grpc-port). HTTP routes: POST /v1/ask, /v1/ask:batch; GET|PUT|DELETE\n"
+      "/v1/entries/{id}, POST /v1/entries:import;\n"
       "POST /v1/cache:invalidate|correct|delete; GET /metrics, /healthz, /readyz; POST /v1/embeddings (OpenAI);\n"
       "KServe v2 under /v2 (POST /v2/models/NAME/infer). SIGTERM drains, SIGHUP reloads.\n"
       "\n"
@@ -82,6 +89,8 @@ void print_usage(std::FILE* to) {
       "  --port N                 port (default 8080; 0 picks a free one, printed on stderr)\n"
       "  --h2c-port N             with --plain: also serve HTTP/2 with prior knowledge on this port\n"
       "                           (0 picks a free one; default: no h2c listener)\n"
+      "  --grpc-port N            also serve gRPC (rapidqa.v1.QA, KServe v2 inference, health, reflection)\n"
+      "                           on this port (0 picks a free one; default: no gRPC); TLS as for HTTP\n"
       "  --tls-cert FILE          PEM certificate: serve TLS, HTTP/2 and HTTP/1.1 chosen by ALPN\n"
       "  --tls-key FILE           its PEM private key\n"
       "  --plain                  serve without TLS (h2c with prior knowledge and HTTP/1.1 on one port)\n"
@@ -96,6 +105,7 @@ void print_usage(std::FILE* to) {
       "  --max-streams N          HTTP/2 streams at once per connection (default 128)\n"
       "  --max-ws-message-bytes N largest WebSocket message (default 65536): larger closes with 1009\n"
       "  --max-ws-in-flight N     unanswered questions per WebSocket (default 32): more are refused\n"
+      "  --max-stream-in-flight N gRPC AskStream questions read ahead of their answers (default 32)\n"
       "  --max-batch N            questions or texts in one request (default 256)\n"
       "  --client-timeout-s N     a client silent for this long is cut off (default 10)\n"
       "  --rate-limit QPS         questions per second per tenant (default 0: none): more get 429\n"
@@ -183,6 +193,10 @@ int parse_args(int argc, char** argv, ServerOptions& o) {
       ok = count(0, 65535, o.transport.port);
     } else if (arg == "--h2c-port") {
       ok = count(0, 65535, o.transport.h2c_port);
+    } else if (arg == "--grpc-port") {
+      ok = count(0, 65535, o.grpc_port);
+    } else if (arg == "--max-stream-in-flight") {
+      ok = count(1, 100000, o.max_stream_in_flight);
     } else if (arg == "--tls-cert") {
       ok = text(o.transport.tls_certificate);
     } else if (arg == "--tls-key") {
@@ -216,11 +230,11 @@ int parse_args(int argc, char** argv, ServerOptions& o) {
     } else if (arg == "--rate-burst") {
       ok = count(1, 10000000, o.api.rate_limit.burst);
     } else if (arg == "--workers") {
-      ok = count(1, 1024, o.transport.workers);
+      ok = count(1, 1024, o.workers);
     } else if (arg == "--max-pending") {
-      ok = count(1, 10000000, o.transport.max_pending);
+      ok = count(1, 10000000, o.max_pending);
     } else if (arg == "--access-log") {
-      ok = text(o.transport.access_log);
+      ok = text(o.access_log);
     } else {
       std::fprintf(stderr, "rapidqa-server: unknown option '%s' (see --help)\n", arg.c_str());
       return 2;
@@ -302,8 +316,27 @@ int tool_main(int argc, char** argv) {
   }
   rapidqa::QAEngine& engine = **created;
   rapidqa::server::ServerApi api(engine, options.api);
-  rapidqa::server::HttpTransport transport(api, options.transport);
+  rapidqa::server::AccessLog access_log;
+  if (const rapidqa::Status s = access_log.open(options.access_log); !s.is_ok()) {
+    std::fprintf(stderr, "rapidqa-server: %s\n", s.to_string().c_str());
+    return 2;
+  }
+  rapidqa::server::RequestWorkers workers(options.workers, options.max_pending);
+  rapidqa::server::HttpTransport transport(api, workers, access_log, options.transport);
   if (const rapidqa::Status s = transport.start(); !s.is_ok()) {
+    std::fprintf(stderr, "rapidqa-server: %s\n", s.to_string().c_str());
+    return 2;
+  }
+  rapidqa::server::GrpcOptions grpc_options;
+  grpc_options.address = options.transport.address;
+  grpc_options.port = options.grpc_port;
+  grpc_options.tls_certificate = options.transport.tls_certificate;
+  grpc_options.tls_key = options.transport.tls_key;
+  grpc_options.max_message_bytes = options.transport.max_body_bytes;
+  grpc_options.max_streams_per_connection = options.transport.max_streams_per_connection;
+  grpc_options.max_stream_in_flight = options.max_stream_in_flight;
+  rapidqa::server::GrpcTransport grpc(api, workers, access_log, grpc_options);
+  if (const rapidqa::Status s = grpc.start(); !s.is_ok()) {
     std::fprintf(stderr, "rapidqa-server: %s\n", s.to_string().c_str());
     return 2;
   }
@@ -314,9 +347,17 @@ int tool_main(int argc, char** argv) {
     std::fprintf(stderr, "rapidqa-server: listening on http://%s:%d (h2c, prior knowledge)\n",
                  options.transport.address.c_str(), transport.h2c_port());
   }
+  if (grpc.port() > 0) {
+    std::fprintf(stderr, "rapidqa-server: listening on %s:%d (gRPC%s)\n", options.transport.address.c_str(),
+                 grpc.port(), tls ? " over TLS" : "");
+  }
+  auto mark_ready = [&api, &grpc] {
+    api.set_ready(true);
+    grpc.set_ready(true);
+  };
 
   const bool load_file = options.store.empty() || options.kb_given;
-  auto load = [&engine, &api, &options](bool first) {
+  auto load = [&engine, &mark_ready, &options](bool first) {
     auto loaded = engine.load_knowledge(options.kb);
     if (!loaded) {
       std::fprintf(stderr, "rapidqa-server: %s %s: %s\n", first ? "loading" : "reloading", options.kb.c_str(),
@@ -324,16 +365,16 @@ int tool_main(int argc, char** argv) {
       if (first) std::fprintf(stderr, "rapidqa-server: not ready: fix the file and send SIGHUP\n");
       return;
     }
+    mark_ready();
     std::fprintf(stderr, "rapidqa-server: ready: %zu entries from %s%s\n", loaded->entries, options.kb.c_str(),
                  loaded->skipped.empty() ? "" : " (bad lines skipped)");
-    api.set_ready(true);
   };
   std::thread loader;
   if (load_file) {
     loader = std::thread(load, true);
   } else {
+    mark_ready();
     std::fprintf(stderr, "rapidqa-server: ready: %zu entries from the store\n", engine.entry_count());
-    api.set_ready(true);
   }
   transport.reload_knowledge = [&] {
     if (options.store.empty()) {
@@ -356,6 +397,9 @@ int tool_main(int argc, char** argv) {
       }
       std::fprintf(stderr, "rapidqa-server: %s: draining\n", signal == SIGTERM ? "SIGTERM" : "SIGINT");
       transport.request_drain();
+      // gRPC drains beside HTTP: new calls refused, those in flight given
+      // the same grace period.
+      grpc.shutdown(std::chrono::system_clock::now() + options.transport.drain_grace);
       return;
     }
   });
@@ -365,6 +409,8 @@ int tool_main(int argc, char** argv) {
   (void)!write(g_signal_pipe[1], &stop, 1);  // ends the signal thread if no signal did
   signal_thread.join();
   if (loader.joinable()) loader.join();
+  grpc.shutdown(std::chrono::system_clock::now());
+  workers.stop();  // before the transports go: a finishing job wakes their loops
   std::fprintf(stderr, "rapidqa-server: stopped\n");
   return 0;
 }

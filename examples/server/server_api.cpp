@@ -405,9 +405,9 @@ ServerResponse ServerApi::entry(const ServerRequest& request, const std::string&
   if (request.method == "GET" || request.method == "HEAD") {
     auto found = engine_.entry(id);
     if (!found) return status_response(found.status());
-    ServerResponse r;
-    r.body = knowledge_entry_to_json(*found);
-    return r;
+    json object = json::parse(knowledge_entry_to_json(*found));
+    object["version"] = found->version;
+    return json_response(object);
   }
   if (request.method == "DELETE") {
     const Status s = engine_.remove_entry(id);
@@ -420,6 +420,7 @@ ServerResponse ServerApi::entry(const ServerRequest& request, const std::string&
     return error_response(400, "invalid_argument", "the body must be an entry as a JSON object");
   }
   if (!object.contains("id")) object["id"] = id;
+  object.erase("version");  // the server assigns versions; a GET's body can be PUT back
   auto parsed = parse_knowledge_entry_json(object.dump());
   if (!parsed) return status_response(parsed.status());
   KnowledgeEntry e = std::move(parsed).value();
@@ -499,34 +500,26 @@ ServerResponse ServerApi::embeddings(const ServerRequest& request) {
   } else if (!body->strings("input", texts, error)) {
     return error_response(400, "invalid_argument", "field 'input' must be a string or an array of strings");
   }
-  if (texts.empty()) return error_response(400, "invalid_argument", "field 'input' holds no text");
-  if (texts.size() > options_.max_batch) {
-    return error_response(413, "out_of_range", "at most " + std::to_string(options_.max_batch) + " inputs in one request");
-  }
   std::string model = options_.model_name, format = "float";
   std::optional<std::uint64_t> dimensions;
   if (!body->string("model", model, error) || !body->string("encoding_format", format, error) ||
       !body->count("dimensions", dimensions, error)) {
     return error;
   }
-  if (model != options_.model_name) {
-    return error_response(404, "not_found", "no model '" + model + "'; this server serves '" + options_.model_name + "'");
-  }
   if (format != "float" && format != "base64") {
     return error_response(400, "invalid_argument", "field 'encoding_format' must be \"float\" or \"base64\"");
   }
-  const Encoder& encoder = engine_.encoder();
-  const std::size_t dim = encoder.dimension();
+  const std::size_t dim = engine_.encoder().dimension();
   if (dimensions && *dimensions != dim) {
     return error_response(400, "invalid_argument",
                           "this model makes " + std::to_string(dim) + "-dimensional vectors only");
   }
-  auto vectors = encode_texts(encoder, texts);
-  if (!vectors) return status_response(vectors.status());
+  std::vector<float> vectors;
+  if (ServerResponse r = embed(model, texts, request.authorization, vectors); r.status != 200) return r;
   json data = json::array();
   std::size_t tokens = 0;
   for (std::size_t i = 0; i < texts.size(); ++i) {
-    const float* row = vectors->data() + i * dim;
+    const float* row = vectors.data() + i * dim;
     json item = {{"object", "embedding"}, {"index", i}};
     if (format == "base64") {
       item["embedding"] = base64(row, dim);
@@ -540,6 +533,28 @@ ServerResponse ServerApi::embeddings(const ServerRequest& request) {
                         {"data", data},
                         {"model", options_.model_name},
                         {"usage", {{"prompt_tokens", tokens}, {"total_tokens", tokens}}}});
+}
+
+ServerResponse ServerApi::embed(const std::string& model, const std::vector<std::string>& texts,
+                                const std::string& authorization, std::vector<float>& vectors) {
+  if (options_.protect_ask && !authorized(authorization)) {
+    return error_response(401, "unauthenticated", "this route needs 'Authorization: Bearer TOKEN'");
+  }
+  if (!ready()) return error_response(503, "unavailable", "the knowledge is still loading", 1);
+  if (model != options_.model_name) {
+    return error_response(404, "not_found", "no model '" + model + "'; this server serves '" + options_.model_name + "'");
+  }
+  if (texts.empty()) return error_response(400, "invalid_argument", "no text to embed");
+  if (texts.size() > options_.max_batch) {
+    return error_response(413, "out_of_range", "at most " + std::to_string(options_.max_batch) +
+                                                   " texts in one request; this one has " + std::to_string(texts.size()));
+  }
+  auto encoded = encode_texts(engine_.encoder(), texts);
+  if (!encoded) return status_response(encoded.status());
+  vectors = std::move(encoded).value();
+  ServerResponse ok;
+  ok.body.clear();
+  return ok;
 }
 
 ServerResponse ServerApi::kserve(const ServerRequest& request, std::string_view rest) {
@@ -621,17 +636,13 @@ ServerResponse ServerApi::kserve_infer(const ServerRequest& request, const std::
                                                          std::to_string(texts.size()) + " strings");
     }
   }
-  if (texts.empty()) return error_response(400, "invalid_argument", "the input tensor holds no text");
-  if (texts.size() > options_.max_batch) {
-    return error_response(413, "out_of_range", "at most " + std::to_string(options_.max_batch) + " texts in one request");
-  }
-  auto vectors = encode_texts(engine_.encoder(), texts);
-  if (!vectors) return status_response(vectors.status());
+  std::vector<float> vectors;
+  if (ServerResponse r = embed(model, texts, request.authorization, vectors); r.status != 200) return r;
   const std::size_t dim = engine_.encoder().dimension();
   json out = {{"model_name", model},
               {"model_version", "1"},
               {"outputs",
-               {{{"name", "embedding"}, {"datatype", "FP32"}, {"shape", {texts.size(), dim}}, {"data", *vectors}}}}};
+               {{{"name", "embedding"}, {"datatype", "FP32"}, {"shape", {texts.size(), dim}}, {"data", vectors}}}}};
   if (const json* id = body->field("id")) out["id"] = *id;
   return json_response(out);
 }

@@ -31,6 +31,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <vector>
 
 #include <rapidqa/qa_engine.h>
 
@@ -108,6 +109,14 @@ class ServerApi {
   bool ask_needs_token() const { return options_.protect_ask; }
 
   QAEngine& engine() { return engine_; }
+  const std::string& model_name() const { return options_.model_name; }
+
+  // Embeddings for binary protocols (gRPC KServe): the checks of the JSON
+  // routes (model name, batch size, readiness, token), the vectors without
+  // a text form. On success returns status 200 with an empty body and fills
+  // `vectors` (texts x dimension, row-major); otherwise the error response.
+  ServerResponse embed(const std::string& model, const std::vector<std::string>& texts,
+                       const std::string& authorization, std::vector<float>& vectors);
 
  private:
   ServerResponse route(const ServerRequest& request);
