@@ -47,13 +47,16 @@ if(RAPIDQA_WITH_POSTGRES)
   endif()
   set(RAPIDQA_POSTGRES_LIBRARIES PkgConfig::LIBPQ)
 endif()
-# libwebsockets (libwebsockets-dev) for rapidqa-server: HTTP/1.1, HTTP/2 and
-# WebSocket on one event loop, TLS through OpenSSL.
+# libwebsockets (libwebsockets-dev) for rapidqa-server: HTTP/1.1 and
+# WebSocket on one event loop, TLS through OpenSSL; nghttp2 (libnghttp2-dev)
+# speaks HTTP/2 on raw sockets of that loop.
 if(RAPIDQA_WITH_SERVER AND RAPIDQA_BUILD_EXAMPLES)
   pkg_check_modules(LIBWEBSOCKETS IMPORTED_TARGET libwebsockets)
-  if(NOT LIBWEBSOCKETS_FOUND)
-    message(FATAL_ERROR "RAPIDQA_WITH_SERVER needs libwebsockets (libwebsockets-dev), which was not found. Install "
-                        "it, or configure with -DRAPIDQA_WITH_SERVER=OFF (no rapidqa-server).")
+  pkg_check_modules(LIBNGHTTP2 IMPORTED_TARGET libnghttp2)
+  find_package(OpenSSL REQUIRED COMPONENTS SSL Crypto)  # the HTTP/2 port's own TLS
+  if(NOT LIBWEBSOCKETS_FOUND OR NOT LIBNGHTTP2_FOUND)
+    message(FATAL_ERROR "RAPIDQA_WITH_SERVER needs libwebsockets and nghttp2 (libwebsockets-dev, libnghttp2-dev), "
+                        "which were not both found. Install them, or configure with -DRAPIDQA_WITH_SERVER=OFF.")
   endif()
 endif()
 # gRPC C++ and protobuf (libgrpc++-dev, protobuf-compiler-grpc) for

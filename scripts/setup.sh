@@ -31,7 +31,8 @@ jobs=$(nproc 2>/dev/null || echo 2)
 # used. postgresql-15 is run the same way by the PostgreSQL store tests
 # (initdb and pg_ctl in a temporary directory); PostgreSQL refuses to run as
 # root, so set-up creates the unprivileged user rapidqa-pg for them.
-# rapidqa-server is built on libwebsockets (HTTP, WebSocket) and gRPC C++
+# rapidqa-server is built on libwebsockets (HTTP/1.1, WebSocket), nghttp2
+# (HTTP/2) and gRPC C++
 # (its stubs made by protoc and grpc_cpp_plugin); its tests drive it with
 # clients written by others: curl, nghttp (nghttp2-client), Python
 # websockets and grpcio (stubs from protoc's grpc_python_plugin), and
@@ -44,7 +45,7 @@ core_packages=(
   libfmt-dev nlohmann-json3-dev libutf8proc-dev libhiredis-dev redis-server libssl-dev libsqlite3-dev sqlite3
   libpq-dev postgresql-15
   catch2
-  libwebsockets-dev libgrpc++-dev protobuf-compiler protobuf-compiler-grpc
+  libwebsockets-dev libnghttp2-dev libgrpc++-dev protobuf-compiler protobuf-compiler-grpc
   curl openssl nghttp2-client python3-websockets python3-grpcio
 )
 model_packages=(

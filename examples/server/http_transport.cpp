@@ -18,6 +18,8 @@
 #include <nlohmann/json.hpp>
 
 #include "access_log.h"
+#include "h2_connection.h"
+#include "tls_stream.h"
 #include "request_ids.h"
 #include "request_workers.h"
 #include "tool_support.h"
@@ -69,6 +71,8 @@ struct Exchange {
   Clock::time_point started;
 
   // HTTP
+  H2Connection* h2 = nullptr;   // set for HTTP/2 streams: their connection, and the stream's id
+  std::int32_t stream_id = 0;
   ServerRequest request;
   bool awaiting_body = false;
   bool dispatched = false;      // handed to a worker (or answered by the loop)
@@ -97,7 +101,7 @@ struct Completion {
   bool websocket = false;
 };
 
-struct HttpTransport::Impl {
+struct HttpTransport::Impl final : H2Connection::Listener {
   Impl(ServerApi& api_, RequestWorkers& workers_, AccessLog& access_log_, TransportOptions options_)
       : api(api_), workers(&workers_), access_log(access_log_), options(std::move(options_)) {}
 
@@ -110,8 +114,10 @@ struct HttpTransport::Impl {
   lws_context* context = nullptr;
   lws_vhost* vhost = nullptr;
   int bound_port = 0;
-  int bound_h2c_port = -1;
-  lws_protocols protocols[2]{};
+  int bound_h2_port = -1;
+  std::shared_ptr<TlsServerContext> h2_tls;
+  std::unordered_map<lws*, std::size_t> h2_busy;  // HTTP/2 connection -> its requests at the server's turn  // the HTTP/2 port's TLS, when serving TLS (replaced on reload)
+  lws_protocols protocols[3]{};      // the HTTP/1.1 and WebSocket protocol, then HTTP/2
   lws_retry_bo_t retry{};
   std::string alpn = "h2,http/1.1";
 
@@ -135,6 +141,7 @@ struct HttpTransport::Impl {
   std::vector<Completion> done;  // guarded by done_mu
 
   static int callback(lws* wsi, lws_callback_reasons reason, void* user, void* in, std::size_t len);
+  static int h2_callback(lws* wsi, lws_callback_reasons reason, void* user, void* in, std::size_t len);
 
   Exchange* exchange_of(void* user) {
     if (!user) return nullptr;
@@ -191,16 +198,7 @@ struct HttpTransport::Impl {
     }
     if (draining) return answer_now(e, error_response(503, "unavailable", "the server is shutting down", 1), true);
 
-    const std::string timeout = custom_header(wsi, "x-request-timeout-ms:");
-    if (!timeout.empty()) {
-      char* end = nullptr;
-      const long long ms = std::strtoll(timeout.c_str(), &end, 10);
-      if (!end || *end != '\0' || ms <= 0 || ms > 3600000) {
-        return answer_now(e, error_response(400, "invalid_argument",
-                                            "x-request-timeout-ms must be whole milliseconds, 1 to 3600000"), false);
-      }
-      e.request.timeout = std::chrono::milliseconds(ms);
-    }
+    if (!read_timeout(e, custom_header(wsi, "x-request-timeout-ms:"))) return 0;
 
     const bool has_body_method = e.request.method == "POST" || e.request.method == "PUT" || e.request.method == "PATCH";
     const std::string content_length = header(wsi, WSI_TOKEN_HTTP_CONTENT_LENGTH);
@@ -226,7 +224,29 @@ struct HttpTransport::Impl {
     }
     e.awaiting_body = true;
     lws_set_timeout(wsi, PENDING_TIMEOUT_HTTP_CONTENT, static_cast<int>(options.client_timeout.count()));
+    // A client that asked may send its body now (curl asks above 1 MiB,
+    // then waits a second). libwebsockets does not answer Expect itself.
+    if (!e.http2 && header(wsi, WSI_TOKEN_HTTP_EXPECT) == "100-continue") {
+      static const char kContinue[] = "HTTP/1.1 100 Continue\r\n\r\n";
+      unsigned char buffer[LWS_PRE + sizeof kContinue];
+      std::memcpy(buffer + LWS_PRE, kContinue, sizeof kContinue - 1);
+      if (lws_write(wsi, buffer + LWS_PRE, sizeof kContinue - 1, LWS_WRITE_HTTP) < 0) return -1;
+    }
     return 0;
+  }
+
+  // The x-request-timeout-ms header; false when it was refused (answered).
+  bool read_timeout(Exchange& e, const std::string& timeout) {
+    if (timeout.empty()) return true;
+    char* end = nullptr;
+    const long long ms = std::strtoll(timeout.c_str(), &end, 10);
+    if (!end || *end != '\0' || ms <= 0 || ms > 3600000) {
+      answer_now(e, error_response(400, "invalid_argument", "x-request-timeout-ms must be whole milliseconds, 1 to 3600000"),
+                 false);
+      return false;
+    }
+    e.request.timeout = std::chrono::milliseconds(ms);
+    return true;
   }
 
   ServerResponse too_large() const {
@@ -256,16 +276,24 @@ struct HttpTransport::Impl {
 
   // Answer from the loop itself (limits, shutdown): no worker involved.
   int answer_now(Exchange& e, ServerResponse response, bool close_after) {
-    e.dispatched = true;
+    server_turn(e);
     e.close_after = close_after;
     log_access(e, response);
     e.response = std::move(response);
-    lws_callback_on_writable(e.wsi);
+    deliver(e);
     return 0;
   }
 
+  // Hands a made response to its connection.
+  void deliver(Exchange& e) {
+    if (e.h2) {
+      e.h2->respond(e.stream_id, *e.response, e.request.request_id, e.request.method == "HEAD");
+    }
+    lws_callback_on_writable(e.wsi);
+  }
+
   int dispatch(Exchange& e) {
-    e.dispatched = true;
+    server_turn(e);
     ServerRequest request = std::move(e.request);
     e.request = ServerRequest{};
     e.request.method = request.method;  // kept for HEAD and the log
@@ -280,7 +308,6 @@ struct HttpTransport::Impl {
       complete({id, std::move(response), {}, false});
     });
     if (!queued) {
-      e.dispatched = false;
       return answer_now(e, error_response(503, "resource_exhausted", "the server is busy: too many requests waiting", 1),
                         false);
     }
@@ -358,7 +385,9 @@ struct HttpTransport::Impl {
   // The upgrade to WebSocket, refused with an HTTP status that says why
   // (lws writes it; returning 1 tells lws the answer was given).
   int on_upgrade(lws* wsi, const char* to) {
-    if (!to || std::strcmp(to, "websocket") != 0) return 0;  // h2c upgrades go ahead
+    // An "Upgrade: h2c" goes ahead on libwebsockets' own HTTP/2 (one request
+    // then the connection); clients that multiplex use the HTTP/2 port.
+    if (!to || std::strcmp(to, "websocket") != 0) return 0;
     const std::string path = header(wsi, WSI_TOKEN_GET_URI);
     unsigned int status = 0;
     const char* why = nullptr;
@@ -492,7 +521,7 @@ struct HttpTransport::Impl {
         queue_ws_reply(e, c.ws_reply);
       } else {
         e.response = std::move(c.response);
-        lws_callback_on_writable(e.wsi);
+        deliver(e);
       }
     }
     if (drain_requested.load() && !draining) {
@@ -515,6 +544,11 @@ struct HttpTransport::Impl {
       } else {
         std::fprintf(stderr, "rapidqa-server: reload: certificate reloaded\n");
       }
+      if (h2_tls) {
+        // New HTTP/2 connections get the new certificate; open ones keep theirs.
+        auto loaded = TlsServerContext::load(options.tls_certificate, options.tls_key);
+        if (loaded) h2_tls = std::move(loaded).value();
+      }
     }
     if (reload_knowledge && *reload_knowledge) {
       auto job = *reload_knowledge;
@@ -525,6 +559,187 @@ struct HttpTransport::Impl {
   void log_access(const Exchange& e, const ServerResponse& response) {
     access_log.write(e.request.request_id, e.protocol, e.request.method, e.request.path, response,
                      Clock::now() - e.started);
+  }
+
+  // HTTP/2 (nghttp2 on a raw socket) ----------------------------------
+  void headers_done(H2Connection& connection, H2Connection::Stream& stream, bool ends) override {
+    auto owned = std::make_unique<Exchange>();
+    Exchange& e = *owned;
+    e.id = next_id++;
+    e.wsi = static_cast<lws*>(connection.owner());
+    e.started = Clock::now();
+    e.http2 = true;
+    e.protocol = "HTTP/2";
+    e.h2 = &connection;
+    e.stream_id = stream.id;
+    live.emplace(e.id, std::move(owned));
+    stream.exchange = e.id;
+    e.request.method = stream.method;
+    e.request.path = stream.path.substr(0, stream.path.find('?'));
+    e.request.authorization = stream.authorization;
+    e.request.request_id = request_id_from(stream.request_id);
+    if (over_limit.count(e.wsi)) {
+      answer_now(e, error_response(503, "resource_exhausted",
+                                   "too many connections (at most " + std::to_string(options.max_connections) + ")",
+                                   1),
+                 false);
+      return;
+    }
+    if (draining) {
+      answer_now(e, error_response(503, "unavailable", "the server is shutting down", 1), false);
+      return;
+    }
+    if (!read_timeout(e, stream.timeout)) return;
+    if (!stream.content_length.empty()) {
+      char* end = nullptr;
+      const unsigned long long declared = std::strtoull(stream.content_length.c_str(), &end, 10);
+      if (!end || *end != '\0') {
+        answer_now(e, error_response(400, "invalid_argument", "content-length is not a number"), false);
+        return;
+      }
+      if (declared > options.max_body_bytes) {
+        stream.body_refused = true;
+        e.refused_body = true;
+        answer_now(e, too_large(), false);
+        return;
+      }
+    }
+    if (ends) {
+      dispatch(e);
+    } else {
+      e.awaiting_body = true;
+    }
+  }
+
+  void body_done(H2Connection&, H2Connection::Stream& stream) override {
+    auto it = live.find(stream.exchange);
+    if (it == live.end() || it->second->dispatched) return;
+    Exchange& e = *it->second;
+    e.awaiting_body = false;
+    e.request.body = std::move(stream.body);
+    dispatch(e);
+  }
+
+  void body_too_large(H2Connection&, H2Connection::Stream& stream) override {
+    auto it = live.find(stream.exchange);
+    if (it == live.end() || it->second->dispatched) return;
+    it->second->refused_body = true;
+    answer_now(*it->second, too_large(), false);
+  }
+
+  void stream_closed(H2Connection&, H2Connection::Stream& stream) override {
+    auto it = live.find(stream.exchange);
+    if (it == live.end()) return;
+    if (it->second->dispatched) {
+      auto busy = h2_busy.find(it->second->wsi);
+      if (busy != h2_busy.end() && --busy->second == 0) h2_busy.erase(busy);
+    }
+    live.erase(it);
+  }
+
+  // The request is complete: the rest is the server's to do. An HTTP/2
+  // connection is not timed out while any of its requests is (a slow
+  // answer is not a slow client).
+  void server_turn(Exchange& e) {
+    if (e.dispatched) return;
+    e.dispatched = true;
+    if (e.h2) {
+      ++h2_busy[e.wsi];
+      refresh_h2_timeout(e.wsi);
+    }
+  }
+
+  void refresh_h2_timeout(lws* wsi) {
+    if (h2_busy.count(wsi)) {
+      lws_set_timeout(wsi, NO_PENDING_TIMEOUT, 0);
+    } else {
+      lws_set_timeout(wsi, PENDING_TIMEOUT_USER_OK, static_cast<int>(options.client_timeout.count()));
+    }
+  }
+
+  // A raw connection of the HTTP/2 listener, reached from lws's
+  // per-session data: nghttp2's state and, with TLS, OpenSSL's.
+  struct H2Socket {
+    std::unique_ptr<TlsStream> tls;
+    std::unique_ptr<H2Connection> h2;
+    std::string out;          // bytes for the socket not yet written
+    std::size_t out_sent = 0;
+    bool failed = false;      // TLS failed: write what is left (an alert), then close
+  };
+
+  int on_h2_adopt(lws* wsi, void* user) {
+    if (draining) return -1;
+    on_new_connection(wsi);
+    H2Connection::Settings settings;
+    settings.max_concurrent_streams = options.max_streams_per_connection;
+    settings.max_header_list_bytes = static_cast<std::uint32_t>(options.max_header_bytes);
+    settings.max_body_bytes = options.max_body_bytes;
+    auto* socket = new H2Socket;
+    if (h2_tls) socket->tls = std::make_unique<TlsStream>(h2_tls);
+    socket->h2 = std::make_unique<H2Connection>(*this, settings, wsi);
+    *static_cast<H2Socket**>(user) = socket;
+    lws_set_timeout(wsi, PENDING_TIMEOUT_USER_OK, static_cast<int>(options.client_timeout.count()));
+    lws_callback_on_writable(wsi);  // the server's SETTINGS
+    return 0;
+  }
+
+  int on_h2_receive(lws* wsi, void* user, const unsigned char* data, std::size_t length) {
+    H2Socket* socket = *static_cast<H2Socket**>(user);
+    if (!socket) return -1;
+    // Any bytes are progress: a connection silent for the client timeout
+    // while it is the client's turn is cut off.
+    refresh_h2_timeout(wsi);
+    if (socket->tls) {
+      std::string plain;
+      if (!socket->tls->receive(data, length, plain)) socket->failed = true;
+      if (!plain.empty()) socket->h2->receive(reinterpret_cast<const unsigned char*>(plain.data()), plain.size());
+    } else {
+      // On a protocol error nghttp2 queues GOAWAY; once sent, finished() closes.
+      socket->h2->receive(data, length);
+    }
+    lws_callback_on_writable(wsi);
+    return 0;
+  }
+
+  int on_h2_writeable(lws* wsi, void* user) {
+    H2Socket* socket = *static_cast<H2Socket**>(user);
+    if (!socket) return -1;
+    if (socket->out_sent == socket->out.size()) {
+      socket->out.clear();
+      socket->out_sent = 0;
+      if (socket->tls) {
+        if (socket->tls->established() && !socket->failed) {
+          const std::string_view plain = socket->h2->pending_output();
+          if (!plain.empty()) {
+            if (!socket->tls->send(plain)) socket->failed = true;
+            socket->h2->consume_output(plain.size());
+          }
+        }
+        socket->out = socket->tls->take_output();
+      } else {
+        socket->out = std::string(socket->h2->pending_output());
+        socket->h2->consume_output(socket->out.size());
+      }
+    }
+    if (socket->out_sent < socket->out.size()) {
+      unsigned char buffer[LWS_PRE + 16384];
+      const std::size_t n = std::min(socket->out.size() - socket->out_sent, sizeof buffer - LWS_PRE);
+      std::memcpy(buffer + LWS_PRE, socket->out.data() + socket->out_sent, n);
+      if (lws_write(wsi, buffer + LWS_PRE, n, LWS_WRITE_RAW) < static_cast<int>(n)) return -1;
+      socket->out_sent += n;
+      refresh_h2_timeout(wsi);
+      lws_callback_on_writable(wsi);  // more may be ready
+      return 0;
+    }
+    return socket->failed || socket->h2->finished() ? -1 : 0;
+  }
+
+  void on_h2_close(lws* wsi, void* user) {
+    H2Socket*& socket = *static_cast<H2Socket**>(user);
+    delete socket;  // closes its streams: their exchanges go
+    socket = nullptr;
+    h2_busy.erase(wsi);
+    on_wsi_destroy(wsi);
   }
 
   // Whether any answer is still to be written: at a worker, or made and
@@ -598,6 +813,30 @@ int HttpTransport::Impl::callback(lws* wsi, lws_callback_reasons reason, void* u
   return lws_callback_http_dummy(wsi, reason, user, in, len);
 }
 
+int HttpTransport::Impl::h2_callback(lws* wsi, lws_callback_reasons reason, void* user, void* in, std::size_t len) {
+  Impl* self = static_cast<Impl*>(lws_context_user(lws_get_context(wsi)));
+  if (!self) return 0;
+  try {
+    switch (reason) {
+      case LWS_CALLBACK_RAW_ADOPT:
+        return self->on_h2_adopt(wsi, user);
+      case LWS_CALLBACK_RAW_RX:
+        return self->on_h2_receive(wsi, user, static_cast<const unsigned char*>(in), len);
+      case LWS_CALLBACK_RAW_WRITEABLE:
+        return self->on_h2_writeable(wsi, user);
+      case LWS_CALLBACK_RAW_CLOSE:
+        self->on_h2_close(wsi, user);
+        break;
+      default:
+        break;
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "rapidqa-server: dropping an HTTP/2 connection: %s\n", e.what());
+    return -1;
+  }
+  return 0;
+}
+
 HttpTransport::HttpTransport(ServerApi& api, RequestWorkers& workers, AccessLog& access_log, TransportOptions options)
     : impl_(std::make_unique<Impl>(api, workers, access_log, std::move(options))) {
   impl_->reload_knowledge = &reload_knowledge;
@@ -631,13 +870,13 @@ Status HttpTransport::start() {
 
   lws_set_log_level(LLL_ERR, nullptr);
   s.protocols[0] = {"rapidqa.v1", &Impl::callback, sizeof(SessionData), 0, 0, nullptr, 0};
-  s.protocols[1] = {nullptr, nullptr, 0, 0, 0, nullptr, 0};
+  s.protocols[1] = {"rapidqa-h2", &Impl::h2_callback, sizeof(Impl::H2Socket*), 0, 0, nullptr, 0};
+  s.protocols[2] = {nullptr, nullptr, 0, 0, 0, nullptr, 0};
   s.retry.secs_since_valid_ping = static_cast<std::uint16_t>(o.ws_ping_interval.count());
   s.retry.secs_since_valid_hangup = static_cast<std::uint16_t>(2 * o.ws_ping_interval.count());
 
   if (o.port < 0 || o.port > 65535) return Status::invalid_argument("--port must be between 0 and 65535");
-  if (o.h2c_port < -1 || o.h2c_port > 65535) return Status::invalid_argument("--h2c-port must be between 0 and 65535");
-  if (tls && o.h2c_port >= 0) return Status::invalid_argument("--h2c-port is for --plain: with TLS, h2 is on --port");
+  if (o.h2_port < -1 || o.h2_port > 65535) return Status::invalid_argument("--h2-port must be between 0 and 65535");
 
   // One event loop, a vhost per listening port.
   lws_context_creation_info info;
@@ -652,7 +891,7 @@ Status HttpTransport::start() {
   s.context = lws_create_context(&info);
   if (!s.context) return Status::io_error("cannot start the event loop (libwebsockets)");
 
-  auto listen = [&](int port, bool h2c, const char* name) -> Status {
+  auto listen = [&](int port, bool h2, const char* name) -> Status {
     lws_context_creation_info vh;
     std::memset(&vh, 0, sizeof vh);
     vh.vhost_name = name;
@@ -671,12 +910,17 @@ Status HttpTransport::start() {
     vh.http2_settings[H2SET_MAX_FRAME_SIZE] = 16384;
     vh.http2_settings[H2SET_MAX_HEADER_LIST_SIZE] = static_cast<std::uint32_t>(o.max_header_bytes);
     vh.options = LWS_SERVER_OPTION_VALIDATE_UTF8;
-    if (h2c) vh.options |= LWS_SERVER_OPTION_H2_PRIOR_KNOWLEDGE;
-    if (tls) {
+    if (h2) {
+      // Every connection is HTTP/2 with prior knowledge, spoken by nghttp2.
+      vh.options |= LWS_SERVER_OPTION_ADOPT_APPLY_LISTEN_ACCEPT_CONFIG;
+      vh.listen_accept_role = "raw-skt";
+      vh.listen_accept_protocol = "rapidqa-h2";
+    }
+    if (tls && !h2) {  // the HTTP/2 port does its own TLS (tls_stream.h)
       vh.options |= LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT;  // lws reads it per vhost too
       vh.ssl_cert_filepath = o.tls_certificate.c_str();
       vh.ssl_private_key_filepath = o.tls_key.c_str();
-      vh.alpn = s.alpn.c_str();
+      vh.alpn = "http/1.1";
     }
     lws_vhost* vhost = lws_create_vhost(s.context, &vh);
     if (!vhost) {
@@ -684,18 +928,23 @@ Status HttpTransport::start() {
                               (tls ? " with the certificate " + o.tls_certificate : std::string()) +
                               " (port in use, address not local, or the certificate or key unreadable)");
     }
-    (h2c ? s.bound_h2c_port : s.bound_port) = lws_get_vhost_listen_port(vhost);
+    (h2 ? s.bound_h2_port : s.bound_port) = lws_get_vhost_listen_port(vhost);
     return Status::ok();
   };
   if (Status st = listen(o.port, false, "main"); !st.is_ok()) return st;
-  if (o.h2c_port >= 0) {
-    if (Status st = listen(o.h2c_port, true, "h2c"); !st.is_ok()) return st;
+  if (o.h2_port >= 0) {
+    if (tls) {
+      auto loaded = TlsServerContext::load(o.tls_certificate, o.tls_key);
+      if (!loaded) return loaded.status();
+      s.h2_tls = std::move(loaded).value();
+    }
+    if (Status st = listen(o.h2_port, true, "h2"); !st.is_ok()) return st;
   }
   return Status::ok();
 }
 
 int HttpTransport::port() const { return impl_->bound_port; }
-int HttpTransport::h2c_port() const { return impl_->bound_h2c_port; }
+int HttpTransport::h2_port() const { return impl_->bound_h2_port; }
 
 void HttpTransport::run() {
   Impl& s = *impl_;

@@ -1,8 +1,9 @@
-// HttpTransport: HTTP/1.1, HTTP/2 (h2c with prior knowledge, h2 over TLS
-// by ALPN) and WebSocket on one libwebsockets event loop, in front of a
-// ServerApi. Over TLS one port serves all three, chosen by ALPN; in plain
-// TCP, h2c listens on a port of its own, because libwebsockets treats every
-// plain connection of an h2c listener as HTTP/2.
+// HttpTransport: HTTP/1.1, WebSocket and HTTP/2 on one libwebsockets event
+// loop, in front of a ServerApi. The main port serves HTTP/1.1 and
+// WebSocket (with TLS: ALPN http/1.1); HTTP/2 has a port of its own (h2c
+// with prior knowledge, or h2 over TLS by ALPN), whose raw sockets are
+// spoken by nghttp2 and, for TLS, OpenSSL directly (h2_connection.h says
+// why libwebsockets' own HTTP/2 is not used).
 //
 // The loop never waits on the engine: a complete request is handed to the
 // RequestWorkers (queue full: 503 with Retry-After at once), the worker runs ServerApi::handle and wakes the loop
@@ -38,7 +39,7 @@ namespace rapidqa::server {
 struct TransportOptions {
   std::string address = "127.0.0.1";     // interface to listen on ("0.0.0.0": every IPv4 one)
   int port = 8080;                       // HTTP/1.1 and WebSocket (with TLS: h2 too); 0: any free port
-  int h2c_port = -1;                     // plain only: HTTP/2 with prior knowledge on this port (0: any); -1: none
+  int h2_port = -1;                      // HTTP/2 (h2c with prior knowledge, or h2 over TLS) on this port (0: any); -1: none
   std::string tls_certificate;           // PEM file; with tls_key, serve TLS (h2 and HTTP/1.1 by ALPN)
   std::string tls_key;                   // PEM private key
   bool plain = false;                    // without TLS: must be asked for
@@ -67,7 +68,7 @@ class HttpTransport {
   Status start();
   // The port listened on (useful with port 0), after start().
   int port() const;
-  int h2c_port() const;  // -1 when there is no h2c listener
+  int h2_port() const;  // -1 when there is no HTTP/2 listener
 
   // Serves until a drain finishes: returns once every request in flight is
   // answered or the grace period is over.

@@ -69,8 +69,8 @@ struct ServerOptions {
 void print_usage(std::FILE* to) {
   std::fprintf(
       to,
-      "usage: rapidqa-server (--plain [--h2c-port N] | --tls-cert FILE --tls-key FILE) [options]\n"
-      "Serves rapidqa over HTTP/1.1, HTTP/2 (h2c with prior knowledge; h2 over TLS by ALPN), WebSocket\n"
+      "usage: rapidqa-server (--plain | --tls-cert FILE --tls-key FILE) [--h2-port N] [--grpc-port N] [options]\n"
+      "Serves rapidqa over HTTP/1.1 and WebSocket (--port), HTTP/2 (--h2-port: h2c, or h2 over TLS), WebSocket\n"
       "(/v1/ws) and gRPC (--grpc-port). HTTP routes: POST /v1/ask, /v1/ask:batch; GET|PUT|DELETE\n"
       "/v1/entries/{id}, POST /v1/entries:import;\n"
       "POST /v1/cache:invalidate|correct|delete; GET /metrics, /healthz, /readyz; POST /v1/embeddings (OpenAI);\n"
@@ -87,13 +87,13 @@ void print_usage(std::FILE* to) {
       "Listening:\n"
       "  --address ADDR           interface to listen on (default 127.0.0.1; 0.0.0.0 for every one)\n"
       "  --port N                 port (default 8080; 0 picks a free one, printed on stderr)\n"
-      "  --h2c-port N             with --plain: also serve HTTP/2 with prior knowledge on this port\n"
-      "                           (0 picks a free one; default: no h2c listener)\n"
+      "  --h2-port N              also serve HTTP/2 on this port: h2c with prior knowledge with --plain,\n"
+      "                           h2 (ALPN) with TLS (0 picks a free one; default: no HTTP/2 listener)\n"
       "  --grpc-port N            also serve gRPC (rapidqa.v1.QA, KServe v2 inference, health, reflection)\n"
       "                           on this port (0 picks a free one; default: no gRPC); TLS as for HTTP\n"
-      "  --tls-cert FILE          PEM certificate: serve TLS, HTTP/2 and HTTP/1.1 chosen by ALPN\n"
+      "  --tls-cert FILE          PEM certificate: serve TLS on every port\n"
       "  --tls-key FILE           its PEM private key\n"
-      "  --plain                  serve without TLS (h2c with prior knowledge and HTTP/1.1 on one port)\n"
+      "  --plain                  serve without TLS (must be asked for)\n"
       "Access:\n"
       "  --token-file FILE        bearer token for administration (entries, cache); else the environment\n"
       "                           variable RAPIDQA_SERVER_TOKEN; without either, administration is refused\n"
@@ -191,8 +191,8 @@ int parse_args(int argc, char** argv, ServerOptions& o) {
       ok = text(o.transport.address);
     } else if (arg == "--port") {
       ok = count(0, 65535, o.transport.port);
-    } else if (arg == "--h2c-port") {
-      ok = count(0, 65535, o.transport.h2c_port);
+    } else if (arg == "--h2-port") {
+      ok = count(0, 65535, o.transport.h2_port);
     } else if (arg == "--grpc-port") {
       ok = count(0, 65535, o.grpc_port);
     } else if (arg == "--max-stream-in-flight") {
@@ -341,11 +341,11 @@ int tool_main(int argc, char** argv) {
     return 2;
   }
   const bool tls = !options.transport.tls_certificate.empty();
-  std::fprintf(stderr, "rapidqa-server: listening on %s://%s:%d (%s, WebSocket at /v1/ws)\n", tls ? "https" : "http",
-               options.transport.address.c_str(), transport.port(), tls ? "h2 and HTTP/1.1 by ALPN" : "HTTP/1.1");
-  if (transport.h2c_port() >= 0) {
-    std::fprintf(stderr, "rapidqa-server: listening on http://%s:%d (h2c, prior knowledge)\n",
-                 options.transport.address.c_str(), transport.h2c_port());
+  std::fprintf(stderr, "rapidqa-server: listening on %s://%s:%d (HTTP/1.1, WebSocket at /v1/ws)\n",
+               tls ? "https" : "http", options.transport.address.c_str(), transport.port());
+  if (transport.h2_port() >= 0) {
+    std::fprintf(stderr, "rapidqa-server: listening on %s://%s:%d (HTTP/2: %s)\n", tls ? "https" : "http",
+                 options.transport.address.c_str(), transport.h2_port(), tls ? "h2 by ALPN" : "h2c, prior knowledge");
   }
   if (grpc.port() > 0) {
     std::fprintf(stderr, "rapidqa-server: listening on %s:%d (gRPC%s)\n", options.transport.address.c_str(),

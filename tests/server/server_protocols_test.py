@@ -61,12 +61,13 @@ class Server:
             self.cert, self.key = make_certificate(work)
             args += ["--tls-cert", self.cert, "--tls-key", self.key]
         else:
-            args += ["--plain", "--h2c-port", "0"]
+            args += ["--plain"]
+        args += ["--h2-port", "0"]
         self.stderr_path = os.path.join(work, "stderr.log")
         self.stderr = open(self.stderr_path, "w")
         self.process = subprocess.Popen(args + self.args, stderr=self.stderr, stdout=subprocess.DEVNULL,
                                         env=self.env)
-        self.port = self.h2c_port = self.grpc_port = None
+        self.port = self.h2_port = self.grpc_port = None
         deadline = time.time() + 30
         while time.time() < deadline:
             text = self.log()
@@ -74,11 +75,11 @@ class Server:
             for port, what in ports:
                 if what.startswith("gRPC"):
                     self.grpc_port = int(port)
-                elif "h2c" in what:
-                    self.h2c_port = int(port)
+                elif what.startswith("HTTP/2"):
+                    self.h2_port = int(port)
                 else:
                     self.port = int(port)
-            if self.port and (self.tls or self.h2c_port) and "ready:" in text:
+            if self.port and self.h2_port and "ready:" in text:
                 return self
             if self.process.poll() is not None:
                 raise Failure("the server exited at start: " + text)
@@ -94,9 +95,9 @@ class Server:
         with open(path) as f:
             return [json.loads(line) for line in f if line.strip()]
 
-    def url(self, path, h2c=False):
+    def url(self, path, h2=False):
         scheme = "https" if self.tls else "http"
-        return "%s://127.0.0.1:%d%s" % (scheme, self.h2c_port if h2c else self.port, path)
+        return "%s://127.0.0.1:%d%s" % (scheme, self.h2_port if h2 else self.port, path)
 
     def stop(self, sig=signal.SIGTERM, timeout=20):
         if self.process.poll() is None:
@@ -145,6 +146,14 @@ def curl(*args, data=None, timeout=20):
     return status, headers, rest
 
 
+def body_file(text):
+    """A request body in a file of this run's folder (h2load reads bodies from files)."""
+    path = os.path.join(WORK, "body-%d.json" % (abs(hash(text)) % 10**8))
+    with open(path, "w") as f:
+        f.write(text)
+    return path
+
+
 def ask_body(question=QUESTION, **options):
     options["question"] = question
     return json.dumps(options)
@@ -159,13 +168,17 @@ def case_http1_keepalive_and_http2_prior_knowledge():
                                  s.url("/healthz"), "-o", "/dev/null", s.url("/healthz")],
                                 capture_output=True, text=True)
         check(result.stdout.split() == ["1", "0"], "HTTP/1.1 keep-alive: connections made %r" % result.stdout)
-        for h2c, flag in ((False, "--http1.1"), (True, "--http2-prior-knowledge")):
-            status, headers, body = curl(flag, s.url("/v1/ask", h2c=h2c), "-H", "x-request-id: rid-" + flag,
+        for h2, flag in ((False, "--http1.1"), (True, "--http2-prior-knowledge")):
+            status, headers, body = curl(flag, s.url("/v1/ask", h2=h2), "-H", "x-request-id: rid-" + flag,
                                          data=ask_body())
             check(status == 200, "%s: status %d %s" % (flag, status, body))
             answer = json.loads(body)
             check(answer["entry_id"] == "shop-en-reset-password", "%s: %s" % (flag, body))
             check(headers.get("content-type") == "application/json", str(headers))
+        # Many requests with bodies at once on one HTTP/2 connection.
+        result = subprocess.run(["h2load", "-n", "500", "-c", "2", "-m", "32", "-d", body_file(ask_body()),
+                                 s.url("/v1/ask", h2=True)], capture_output=True, text=True, timeout=60)
+        check("500 succeeded" in result.stdout, "multiplexed h2c: %s" % result.stdout[-400:])
         # The h2c upgrade from HTTP/1.1 on the main port works too.
         status, _, body = curl("--http2", s.url("/readyz"))
         check(status == 200 and json.loads(body)["status"] == "ready", body)
@@ -177,13 +190,20 @@ def case_http1_keepalive_and_http2_prior_knowledge():
 def case_tls_h2_and_http1_by_alpn():
     with Server(tls=True) as s:
         result = subprocess.run(["curl", "-sS", "-k", "--http2", "-o", "/dev/null", "-w", "%{http_version}",
-                                 s.url("/healthz")], capture_output=True, text=True)
+                                 s.url("/healthz", h2=True)], capture_output=True, text=True)
         check(result.stdout == "2", "ALPN h2: http_version %r %s" % (result.stdout, result.stderr))
-        result = subprocess.run(["curl", "-sS", "-k", "--http1.1", "-o", "/dev/null", "-w", "%{http_version}",
+        result = subprocess.run(["curl", "-sS", "-k", "--http2", "-o", "/dev/null", "-w", "%{http_version}",
                                  s.url("/healthz")], capture_output=True, text=True)
-        check(result.stdout == "1.1", "ALPN http/1.1: %r" % result.stdout)
-        status, _, body = curl("--http2", s.url("/v1/ask"), data=ask_body())
+        check(result.stdout == "1.1", "the main port offers ALPN http/1.1: %r" % result.stdout)
+        status, _, body = curl("--http2", s.url("/v1/ask", h2=True), data=ask_body())
         check(status == 200 and json.loads(body)["entry_id"] == "shop-en-reset-password", body)
+        # Several requests with bodies at once on one TLS connection.
+        result = subprocess.run(["h2load", "-n", "200", "-c", "1", "-m", "16", "-d", body_file(ask_body()),
+                                 s.url("/v1/ask", h2=True)], capture_output=True, text=True, timeout=60)
+        check("200 succeeded" in result.stdout, "multiplexed h2 over TLS: %s" % result.stdout[-400:])
+        # A client that cannot speak HTTP/2 is refused at the handshake on the HTTP/2 port.
+        result = subprocess.run(["curl", "-sS", "-k", "--http1.1", s.url("/healthz", h2=True)], capture_output=True)
+        check(result.returncode != 0, "HTTP/1.1 was served on the HTTP/2 port")
         # Plain HTTP to the TLS port gets nothing served.
         plain = subprocess.run(["curl", "-sS", "--max-time", "5", "http://127.0.0.1:%d/healthz" % s.port],
                                capture_output=True)
@@ -209,7 +229,7 @@ def case_token_protects_administration():
         entry = json.dumps({"question": "Is there a student discount?", "answer": "Yes, 10 percent."})
         status, _, body = curl("-X", "PUT", s.url("/v1/entries/student"), "-H", auth, data=entry)
         check(status == 201, "PUT: %d %s" % (status, body))
-        status, _, body = curl("--http2-prior-knowledge", s.url("/v1/ask", h2c=True),
+        status, _, body = curl("--http2-prior-knowledge", s.url("/v1/ask", h2=True),
                                data=ask_body("Is there a student discount?"))
         check(json.loads(body)["entry_id"] == "student", body)
         status, _, body = curl("-X", "DELETE", s.url("/v1/entries/student"), "-H", auth)
@@ -319,8 +339,8 @@ def case_websocket_limits():
 def case_body_and_header_limits():
     with Server("--max-body-bytes", "2048", "--max-header-bytes", "2048") as s:
         big = ask_body("x" * 4000)
-        for flag, h2c in (("--http1.1", False), ("--http2-prior-knowledge", True)):
-            status, headers, body = curl(flag, s.url("/v1/ask", h2c=h2c), data=big)
+        for flag, h2 in (("--http1.1", False), ("--http2-prior-knowledge", True)):
+            status, headers, body = curl(flag, s.url("/v1/ask", h2=h2), data=big)
             check(status == 413 and "2048" in json.loads(body)["error"]["message"], "%s: %d %s" % (flag, status, body))
         # Headers past the limit: the request is refused, the server goes on.
         result = subprocess.run(["curl", "-sS", "-o", "/dev/null", "-w", "%{http_code}", "--max-time", "10",
@@ -357,6 +377,24 @@ def case_slow_client_is_cut_off():
         check(time.time() - started < 10, "a half-sent body held its connection")
         status, _, _ = curl(s.url("/healthz"))
         check(status == 200, "still serving")
+
+
+def case_slow_answer_is_not_a_slow_client():
+    # The client timeout cuts off silent clients, not requests the server
+    # is still working on: a batch that takes longer than the timeout is
+    # answered on every protocol.
+    with Server("--client-timeout-s", "1", "--max-batch", "40000", "--max-body-bytes", "4000000", "--workers",
+                "1") as s:
+        questions = ["slow answer question %d about parcels" % i for i in range(36000)]
+        path = body_file(json.dumps({"questions": questions, "use_cache": False}))
+        for flag, h2 in (("--http1.1", False), ("--http2-prior-knowledge", True)):
+            started = time.time()
+            result = subprocess.run(["curl", "-sS", flag, "-o", "/dev/null", "-w", "%{http_code}", "--data-binary",
+                                     "@" + path, s.url("/v1/ask:batch", h2=h2)], capture_output=True, text=True,
+                                    timeout=120)
+            elapsed = time.time() - started
+            check(result.stdout == "200", "%s: %r %s after %.1f s" % (flag, result.stdout, result.stderr, elapsed))
+            check(elapsed > 1.5, "the batch took %.1f s: too quick to show anything" % elapsed)
 
 
 def case_connection_limit():
@@ -412,8 +450,8 @@ def case_malformed_requests_leave_the_server_serving():
             ("PATCH", "/v1/entries/x", "{}", 401),
         ]
         for method, path, data, expected in cases:
-            for flag, h2c in (("--http1.1", False), ("--http2-prior-knowledge", True)):
-                status, _, body = curl(flag, "-X", method, s.url(path, h2c=h2c), data=data)
+            for flag, h2 in (("--http1.1", False), ("--http2-prior-knowledge", True)):
+                status, _, body = curl(flag, "-X", method, s.url(path, h2=h2), data=data)
                 check(status == expected, "%s %s %r over %s: %d %s" % (method, path, data, flag, status, body))
                 check("error" in json.loads(body), body)
         # A request line that is not HTTP, and a connection closed half way.
@@ -425,7 +463,7 @@ def case_malformed_requests_leave_the_server_serving():
         # must not be there, a stream half-closed by the client and reset.
         for junk in (b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\x00\x00\x04\x01\x00\x00\x00\x00\x00garbage",
                      b"not a preface at all"):
-            sock = socket.create_connection(("127.0.0.1", s.h2c_port))
+            sock = socket.create_connection(("127.0.0.1", s.h2_port))
             sock.sendall(junk)
             sock.settimeout(5)
             try:
@@ -434,14 +472,14 @@ def case_malformed_requests_leave_the_server_serving():
                 pass
             sock.close()
         # A stream the client half-closes with its headers: a POST with no
-        # body and no length is told what is missing, at once.
+        # body is answered at once (an empty body is not an ask).
         started = time.time()
-        result = subprocess.run(["nghttp", "-v", "-H", ":method: POST", s.url("/v1/ask", h2c=True)],
+        result = subprocess.run(["nghttp", "-v", "-H", ":method: POST", s.url("/v1/ask", h2=True)],
                                 capture_output=True, text=True, timeout=20)
-        check(":status: 411" in result.stdout and "content-length" in result.stdout,
+        check(":status: 400" in result.stdout and "not valid JSON" in result.stdout,
               "nghttp POST without a body: %s" % result.stdout[-500:])
         check(time.time() - started < 5, "the half-closed stream waited %.1f s" % (time.time() - started))
-        status, _, body = curl("--http2-prior-knowledge", s.url("/v1/ask", h2c=True), data=ask_body())
+        status, _, body = curl("--http2-prior-knowledge", s.url("/v1/ask", h2=True), data=ask_body())
         check(status == 200, "still serving over h2c: %d" % status)
         status, _, body = curl(s.url("/v1/ask"), data=ask_body())
         check(status == 200, "still serving over HTTP/1.1: %d" % status)
@@ -449,7 +487,7 @@ def case_malformed_requests_leave_the_server_serving():
 
 def case_embeddings_and_kserve_over_http():
     with Server() as s:
-        status, _, body = curl("--http2-prior-knowledge", s.url("/v1/embeddings", h2c=True),
+        status, _, body = curl("--http2-prior-knowledge", s.url("/v1/embeddings", h2=True),
                                data=json.dumps({"input": ["reset my password", "hours"], "model": "rapidqa-encoder"}))
         check(status == 200, body)
         data = json.loads(body)["data"]
