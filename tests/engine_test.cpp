@@ -138,6 +138,34 @@ TEST_CASE("A repeated question is answered by the result cache - a similar one b
   CHECK(m.stage(rapidqa::Stage::kRetrieve).count == 2);
 }
 
+TEST_CASE("ask_cached answers only result-cache hits and counts no miss", "[engine]") {
+  auto engine = faq_engine();
+  CHECK_FALSE(engine->ask_cached("How do I reset my password?").has_value());
+  REQUIRE(engine->ask("How do I reset my password?")->tier == AnswerTier::kKnowledge);
+  const auto hit = engine->ask_cached("how do i RESET my password");
+  REQUIRE(hit.has_value());
+  CHECK(hit->tier == AnswerTier::kResultCache);
+  CHECK(hit->entry_id() == "shop-en-reset-password");
+  CHECK(hit->timings[rapidqa::Stage::kTotal].count() > 0);
+  // Tenants stay apart, options that bypass the caches never hit, bad text is ask()'s to refuse.
+  AskOptions other;
+  other.tenant = "other";
+  CHECK_FALSE(engine->ask_cached("How do I reset my password?", other).has_value());
+  CHECK_FALSE(engine->ask_cached("How do I reset my password?", no_cache()).has_value());
+  CHECK_FALSE(engine->ask_cached("").has_value());
+  CHECK_FALSE(engine->ask_cached("\xff\xfe").has_value());
+  // An update drops the cached answer: ask_cached does not serve the old one.
+  auto changed = *engine->entry("shop-en-reset-password");
+  changed.answer = "Use the reset link.";
+  REQUIRE(engine->update_entry(changed).is_ok());
+  CHECK_FALSE(engine->ask_cached("How do I reset my password?").has_value());
+
+  const auto m = engine->metrics();
+  CHECK(m.asks == 2);                  // the ask and the one hit
+  CHECK(m.result_cache.hits == 1);
+  CHECK(m.result_cache.misses == 1);   // the ask's own look; ask_cached's misses are not counted
+}
+
 TEST_CASE("An unrelated question gets the fallback - which is never cached", "[engine]") {
   auto engine = faq_engine();
   const auto answer = engine->ask("what is the airspeed velocity of an unladen swallow");

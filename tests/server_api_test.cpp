@@ -333,3 +333,26 @@ TEST_CASE("the tenant rate limit admits a burst then refuses with the wait and r
   CHECK(limited.status == 429);
   CHECK(limited.retry_after_seconds >= 1);
 }
+
+TEST_CASE("ask_cached answers result-cache hits for the event loop and leaves the rest to handle", "[server]") {
+  ServerApiOptions options = Fixture::with_token();
+  options.rate_limit = {1, 2};
+  Fixture f(options);
+  const std::string body = R"({"question": "How do I reset my password?", "tenant": "t"})";
+  CHECK_FALSE(f.api.ask_cached(request("POST", "/v1/ask", body)).has_value());
+  REQUIRE(f.api.handle(request("POST", "/v1/ask", body)).status == 200);
+  auto hit = f.api.ask_cached(request("POST", "/v1/ask", body));
+  REQUIRE(hit.has_value());
+  CHECK(hit->status == 200);
+  CHECK(body_of(*hit)["tier"] == "result_cache");
+  CHECK(hit->tier == "result_cache");
+  // The rate limit holds on the fast path too.
+  auto limited = f.api.ask_cached(request("POST", "/v1/ask", body));
+  REQUIRE(limited.has_value());
+  CHECK(limited->status == 429);
+  // Anything else is handle()'s: other routes, bad bodies, not ready.
+  CHECK_FALSE(f.api.ask_cached(request("POST", "/v1/ask", "{broken")).has_value());
+  CHECK_FALSE(f.api.ask_cached(request("POST", "/v1/ask:batch", body)).has_value());
+  f.api.set_ready(false);
+  CHECK_FALSE(f.api.ask_cached(request("POST", "/v1/ask", body)).has_value());
+}

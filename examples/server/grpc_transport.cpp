@@ -141,6 +141,17 @@ struct GrpcTransport::Impl {
     grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
     ServerRequest request = make_request(context, std::move(method), std::move(path), std::move(body));
     const Clock::time_point started = Clock::now();
+    // A result-cache hit is answered on gRPC's thread: no hand-off.
+    if (auto cached = api.ask_cached(request)) {
+      access_log.write(request.request_id, "gRPC", "POST", rpc, *cached, Clock::now() - started);
+      if (!ok_status(cached->status)) {
+        reactor->Finish(error_status(context, *cached));
+      } else {
+        reactor->Finish(from_json(cached->body, reply) ? grpc::Status::OK
+                                                       : grpc::Status(grpc::StatusCode::INTERNAL, "cannot encode the reply"));
+      }
+      return reactor;
+    }
     const bool queued = workers.try_submit([this, context, reactor, reply, rpc, started, reshape,
                                             request = std::move(request)] {
       ServerResponse response = api.handle(request);

@@ -294,6 +294,11 @@ struct HttpTransport::Impl final : H2Connection::Listener {
 
   int dispatch(Exchange& e) {
     server_turn(e);
+    // A result-cache hit is answered here: a hash lookup, no thread hand-off.
+    if (auto cached = api.ask_cached(e.request)) {
+      answer_now(e, std::move(*cached), false);
+      return 0;
+    }
     ServerRequest request = std::move(e.request);
     e.request = ServerRequest{};
     e.request.method = request.method;  // kept for HEAD and the log
@@ -460,14 +465,15 @@ struct HttpTransport::Impl final : H2Connection::Listener {
     request.request_id = make_request_id();
     const std::uint64_t exchange_id = e->id;
     const Clock::time_point started = Clock::now();
+    if (auto cached = api.ask_cached(request)) {
+      access_log.write(request.request_id, "WebSocket", request.method, request.path, *cached, Clock::now() - started);
+      queue_ws_reply(*e, ws_reply(id, *cached));
+      return 0;
+    }
     const bool queued = workers->try_submit([this, exchange_id, started, id, request = std::move(request)] {
       ServerResponse response = api.handle(request);
       access_log.write(request.request_id, "WebSocket", request.method, request.path, response, Clock::now() - started);
-      json reply = json::parse(response.body, nullptr, false);
-      if (reply.is_discarded() || !reply.is_object()) reply = json::object();
-      reply["id"] = id;
-      reply["status"] = response.status;
-      complete({exchange_id, {}, tools::json_line(reply), true});
+      complete({exchange_id, {}, ws_reply(id, response), true});
     });
     if (!queued) {
       queue_ws_reply(*e, ws_error(id, "resource_exhausted", "the server is busy: too many requests waiting"));
@@ -476,6 +482,16 @@ struct HttpTransport::Impl final : H2Connection::Listener {
     ++e->in_flight;
     ++in_flight;
     return 0;
+  }
+
+  // A response as a WebSocket message: its JSON with the question's id and
+  // the HTTP status the same request would have had.
+  static std::string ws_reply(const json& id, const ServerResponse& response) {
+    json reply = json::parse(response.body, nullptr, false);
+    if (reply.is_discarded() || !reply.is_object()) reply = json::object();
+    reply["id"] = id;
+    reply["status"] = response.status;
+    return tools::json_line(reply);
   }
 
   static std::string ws_error(const json& id, const char* code, const std::string& message) {

@@ -346,25 +346,72 @@ ServerResponse ServerApi::route(const ServerRequest& request) {
   return error_response(404, "not_found", "no route " + path);
 }
 
+namespace {
+
+// The question and options of POST /v1/ask; false with `error` set when
+// the body is refused.
+bool read_ask(const ServerRequest& request, std::string& question, AskOptions& options, ServerResponse& error) {
+  auto body = BodyObject::parse(request.body, kAskFields, error);
+  if (!body) return false;
+  if (!body->string("question", question, error) || !read_ask_options(*body, request, options, error)) return false;
+  if (!body->field("question")) {
+    error = error_response(400, "invalid_argument", "field 'question' is required");
+    return false;
+  }
+  if (body->field("questions")) {
+    error = error_response(400, "invalid_argument", "'questions' belongs to /v1/ask:batch");
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+ServerResponse ServerApi::answered(const Answer& answer, const std::string& tenant) {
+  ServerResponse r = json_response(tools::answer_to_json(answer));
+  r.tenant = tenant;
+  r.tier = answer_tier_name(answer.tier);
+  return r;
+}
+
+std::optional<ServerResponse> ServerApi::over_rate(const std::string& tenant, double questions) {
+  const int wait = limiter_.admit(tenant, questions, TenantRateLimiter::Clock::now());
+  if (!wait) return std::nullopt;
+  ServerResponse r = error_response(429, "resource_exhausted", "tenant '" + tenant + "' is over its rate limit", wait);
+  r.tenant = tenant;
+  return r;
+}
+
 ServerResponse ServerApi::ask(const ServerRequest& request) {
   ServerResponse error;
-  auto body = BodyObject::parse(request.body, kAskFields, error);
-  if (!body) return error;
   std::string question;
   AskOptions options;
-  if (!body->string("question", question, error) || !read_ask_options(*body, request, options, error)) return error;
-  if (!body->field("question")) return error_response(400, "invalid_argument", "field 'question' is required");
-  if (body->field("questions")) return error_response(400, "invalid_argument", "'questions' belongs to /v1/ask:batch");
-  if (const int wait = limiter_.admit(options.tenant, 1, TenantRateLimiter::Clock::now())) {
-    ServerResponse r = error_response(429, "resource_exhausted", "tenant '" + options.tenant + "' is over its rate limit", wait);
+  if (!read_ask(request, question, options, error)) return error;
+  if (auto limited = over_rate(options.tenant, 1)) return *limited;
+  auto answer = engine_.ask(question, options);
+  if (!answer) {
+    ServerResponse r = status_response(answer.status());
     r.tenant = options.tenant;
     return r;
   }
-  auto answer = engine_.ask(question, options);
-  ServerResponse r = answer ? json_response(tools::answer_to_json(*answer)) : status_response(answer.status());
-  r.tenant = options.tenant;
-  if (answer) r.tier = answer_tier_name(answer->tier);
-  return r;
+  return answered(*answer, options.tenant);
+}
+
+std::optional<ServerResponse> ServerApi::ask_cached(const ServerRequest& request) {
+  if (request.method != "POST" || request.path != "/v1/ask" || !ready()) return std::nullopt;
+  if (options_.protect_ask && !authorized(request.authorization)) return std::nullopt;
+  try {
+    ServerResponse error;
+    std::string question;
+    AskOptions options;
+    if (!read_ask(request, question, options, error)) return std::nullopt;  // handle() words the refusal
+    auto answer = engine_.ask_cached(question, options);
+    if (!answer) return std::nullopt;
+    if (auto limited = over_rate(options.tenant, 1)) return *limited;
+    return answered(*answer, options.tenant);
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
 }
 
 ServerResponse ServerApi::ask_batch(const ServerRequest& request) {
@@ -381,12 +428,7 @@ ServerResponse ServerApi::ask_batch(const ServerRequest& request) {
                                                    " questions in one batch; this one has " +
                                                    std::to_string(questions.size()));
   }
-  if (const int wait = limiter_.admit(options.tenant, static_cast<double>(questions.size()),
-                                      TenantRateLimiter::Clock::now())) {
-    ServerResponse r = error_response(429, "resource_exhausted", "tenant '" + options.tenant + "' is over its rate limit", wait);
-    r.tenant = options.tenant;
-    return r;
-  }
+  if (auto limited = over_rate(options.tenant, static_cast<double>(questions.size()))) return *limited;
   json answers = json::array();
   for (auto& result : engine_.ask_batch(questions, options)) {
     if (result) {

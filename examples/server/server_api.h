@@ -28,6 +28,7 @@
 #include <chrono>
 #include <cstdint>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -98,6 +99,12 @@ class ServerApi {
 
   ServerResponse handle(const ServerRequest& request);
 
+  // POST /v1/ask answered from the result cache, or nullopt (then
+  // handle() it on a worker). Never waits on the model or on a knowledge
+  // update (QAEngine::ask_cached), so an event loop may call it: a hit
+  // costs a few microseconds instead of two thread hand-offs.
+  std::optional<ServerResponse> ask_cached(const ServerRequest& request);
+
   // Ready once the knowledge is loaded: until then asks and inference
   // answer 503 and /readyz says why.
   void set_ready(bool ready) { ready_.store(ready); }
@@ -121,6 +128,8 @@ class ServerApi {
  private:
   ServerResponse route(const ServerRequest& request);
   ServerResponse ask(const ServerRequest& request);
+  ServerResponse answered(const Answer& answer, const std::string& tenant);
+  std::optional<ServerResponse> over_rate(const std::string& tenant, double questions);
   ServerResponse ask_batch(const ServerRequest& request);
   ServerResponse entry(const ServerRequest& request, const std::string& id);
   ServerResponse import_entries(const ServerRequest& request);

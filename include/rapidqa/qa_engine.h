@@ -246,6 +246,13 @@ class RAPIDQA_EXPORT QAEngine {
   // UTF-8 text, kOutOfRange for oversize text) are for bad input only; a
   // question nothing matches gets the fallback Answer, not an error.
   Result<Answer> ask(std::string_view question, const AskOptions& options = {});
+  // The answer when the result cache holds this exact question (for the
+  // options' tenant), else nullopt; then call ask(). It never encodes, never
+  // waits on the model or on a knowledge update, so an event loop may call
+  // it: the cost is normalising the question and one hash lookup. Options
+  // that bypass the caches, invalid options or text give nullopt too (ask()
+  // then reports the error). A hit counts in metrics() as any ask does.
+  std::optional<Answer> ask_cached(std::string_view question, const AskOptions& options = {});
   // One result per question, in order.
   std::vector<Result<Answer>> ask_batch(const std::vector<std::string>& questions,
                                         const AskOptions& options = {});

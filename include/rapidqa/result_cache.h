@@ -81,6 +81,9 @@ class RAPIDQA_EXPORT ResultCache {
   // (recency, frequency, and with sliding expiry a fresh TTL). An expired
   // entry is removed and never returned.
   std::optional<Answer> lookup(const CacheKey& key);
+  // The same, except that a miss is not counted: for a first, cheap look
+  // that falls back to the full ask (which looks again, and counts).
+  std::optional<Answer> lookup_if_present(const CacheKey& key);
 
   // Stores (or replaces) the answer for key for the cache's TTL, or for ttl
   // when positive and shorter; evicts by the policy when the shard is full
@@ -109,6 +112,7 @@ class RAPIDQA_EXPORT ResultCache {
  private:
   struct Checked {};  // options already validated
   ResultCache(Checked, ResultCacheOptions options);
+  std::optional<Answer> find(const CacheKey& key, bool count_miss);
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };

@@ -90,13 +90,17 @@ ResultCache::ResultCache(Checked, ResultCacheOptions options) : impl_(std::make_
 
 ResultCache::~ResultCache() = default;
 
-std::optional<Answer> ResultCache::lookup(const CacheKey& key) {
+std::optional<Answer> ResultCache::lookup(const CacheKey& key) { return find(key, /*count_miss=*/true); }
+
+std::optional<Answer> ResultCache::lookup_if_present(const CacheKey& key) { return find(key, /*count_miss=*/false); }
+
+std::optional<Answer> ResultCache::find(const CacheKey& key, bool count_miss) {
   Shard& shard = impl_->shard_for(key);
   const auto now = impl_->options.clock->now();
   std::lock_guard<std::mutex> lock(shard.mu);
   const Store::Item* item = shard.store.find(key);
   if (!item) {
-    impl_->misses.fetch_add(1, std::memory_order_relaxed);
+    if (count_miss) impl_->misses.fetch_add(1, std::memory_order_relaxed);
     return std::nullopt;
   }
   if (!Store::live(*item, now)) {
@@ -106,7 +110,7 @@ std::optional<Answer> ResultCache::lookup(const CacheKey& key) {
       shard.store.erase(key);
       impl_->lookup_expirations.fetch_add(1, std::memory_order_relaxed);
     }
-    impl_->misses.fetch_add(1, std::memory_order_relaxed);
+    if (count_miss) impl_->misses.fetch_add(1, std::memory_order_relaxed);
     return std::nullopt;
   }
   shard.store.record_hit(*item, now);

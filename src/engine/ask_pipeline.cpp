@@ -100,6 +100,22 @@ Result<Answer> AskPipeline::ask(std::string_view question, const AskOptions& opt
   return finish(request, retrieve_and_read(request));
 }
 
+std::optional<Answer> AskPipeline::ask_cached(std::string_view question, const AskOptions& options) {
+  const EngineOptions& engine = *parts_.options;
+  Request request(question, options, engine.clock->now());
+  request.use = parts_.tiers->use_for(options);
+  if (!request.use.result || !validate_ask_options(options).is_ok()) return std::nullopt;
+  auto normalized = normalize_text(question, engine.normalize);
+  request.timer.finish(Stage::kNormalize);
+  if (!normalized) return std::nullopt;
+  request.key = CacheKey(options.tenant, std::move(normalized).value());
+  auto hit = parts_.tiers->lookup_result_if_cached(request.key);
+  if (!hit) return std::nullopt;
+  request.timer.finish(Stage::kResultCache);
+  auto answer = finish(request, std::move(*hit));
+  return std::move(answer).value();
+}
+
 std::optional<Answer> AskPipeline::lookup_exact_tiers(Request& request) {
   CacheTiers& tiers = *parts_.tiers;
   if (request.use.result) {

@@ -44,6 +44,9 @@ class AskPipeline {
 
   // Errors are for bad input (and a broken encoder) only: see QAEngine::ask.
   Result<Answer> ask(std::string_view question, const AskOptions& options);
+  // The result tier's answer, without the knowledge lock or the model: see
+  // QAEngine::ask_cached.
+  std::optional<Answer> ask_cached(std::string_view question, const AskOptions& options);
 
  private:
   struct Request;

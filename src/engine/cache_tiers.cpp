@@ -53,6 +53,12 @@ std::optional<Answer> CacheTiers::lookup_result(const CacheKey& key) {
   return hit;
 }
 
+std::optional<Answer> CacheTiers::lookup_result_if_cached(const CacheKey& key) {
+  auto hit = result_->lookup_if_present(key);
+  if (hit) hit->tier = AnswerTier::kResultCache;
+  return hit;
+}
+
 std::optional<Answer> CacheTiers::lookup_knowledge(const CacheKey& key, const KnowledgeBase& knowledge) {
   auto hit = knowledge_->lookup(key);
   if (!hit) return hit;

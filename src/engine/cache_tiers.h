@@ -56,6 +56,8 @@ class CacheTiers {
   TierUse use_for(const AskOptions& ask) const;
 
   std::optional<Answer> lookup_result(const CacheKey& key);
+  // The same without counting a miss (a first look before the full ask).
+  std::optional<Answer> lookup_result_if_cached(const CacheKey& key);
   // A hit whose entries have moved on since is dropped, not served: even a
   // change that reached this instance late (through Redis) never lets an
   // old answer out.

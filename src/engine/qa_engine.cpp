@@ -365,6 +365,14 @@ Result<Answer> QAEngine::ask(std::string_view question, const AskOptions& option
   return detail::guarded("answering", [&]() -> Result<Answer> { return impl_->pipeline->ask(question, options); });
 }
 
+std::optional<Answer> QAEngine::ask_cached(std::string_view question, const AskOptions& options) {
+  try {
+    return impl_->pipeline->ask_cached(question, options);
+  } catch (...) {
+    return std::nullopt;  // ask() reports what went wrong
+  }
+}
+
 std::vector<Result<Answer>> QAEngine::ask_batch(const std::vector<std::string>& questions,
                                                 const AskOptions& options) {
   std::vector<Result<Answer>> answers;
