@@ -35,6 +35,7 @@
 #include "rapidqa/knowledge_file.h"
 #include "rapidqa/qa_engine.h"
 #include "rapidqa/transformer_encoder.h"
+#include "load_network.h"
 #include "tool_support.h"
 
 namespace {
@@ -77,7 +78,9 @@ void usage(std::FILE* to = stderr) {
                "  step     --from QPS --to QPS [--mode M]   rate steps up after --before s, runs --after s more\n"
                "  overload --qps QPS [--mode M]              sustained overload with deadlines and degradation\n"
                "options: --duration S (10)  --target MS (100: p99 target and deadline)  --csv FILE\n"
-               "         --before S (10)  --after S (20)  --clients N (512)  --seed N\n");
+               "         --before S (10)  --after S (20)  --clients N (512)  --seed N\n"
+               "       rapidqa-load grpc|websocket --target HOST:PORT [options]   load on a running rapidqa-server\n"
+               "         (see rapidqa-load grpc --help)\n");
 }
 
 // A number option's value; anything else (a typo, a unit suffix, a
@@ -287,6 +290,9 @@ const char* kHeader = "mode     offered     sent   p50 ms   p95 ms   p99 ms  ans
 }  // namespace
 
 int tool_main(int argc, char** argv) {
+#if RAPIDQA_LOAD_NETWORK
+  if (argc > 1 && rapidqa::bench::is_network_command(argv[1])) return rapidqa::bench::network_load_main(argc, argv);
+#endif
   Settings s;
   for (int i = 1; i < argc; ++i) {
     if (std::string(argv[i]) == "--help" || std::string(argv[i]) == "-h") {

@@ -50,7 +50,7 @@ core_packages=(
 )
 model_packages=(
   libtorch-dev libdnnl-dev ocl-icd-opencl-dev opencl-c-headers
-  libbenchmark-dev python3-torch
+  libbenchmark-dev python3-torch nginx-light
 )
 packages=("${core_packages[@]}")
 cmake_options=(-DRAPIDQA_WITH_MODELS=OFF)

@@ -281,6 +281,24 @@ def case_grpc_overload_and_drain():
         check(server.process.wait(timeout=30) == 0, "exit code after drain")
 
 
+def case_load_tool_drives_grpc_and_websocket():
+    load = os.environ.get("RAPIDQA_LOAD")
+    if not load:
+        print("SKIP: rapidqa-load is built with the benchmarks (models component)")
+        return
+    with Server("--grpc-port", "0") as server:
+        for command, port in (("grpc", server.grpc_port), ("websocket", server.port)):
+            for rate in ("0", "200"):
+                result = subprocess.run([load, command, "--target", "127.0.0.1:%d" % port, "--duration", "1",
+                                         "--warmup", "0.2", "--rate", rate, "--connections", "2", "--in-flight", "4"],
+                                        capture_output=True, text=True, timeout=60)
+                check(result.returncode == 0, "%s: %s" % (command, result.stderr))
+                row = dict(zip(*[line.split(",") for line in result.stdout.strip().splitlines()[-2:]]))
+                check(int(row["answered"]) > 50 and row["errors"] == "0", "%s rate %s: %s" % (command, rate, row))
+                if rate != "0":
+                    check(abs(float(row["answers_per_s"]) - 200) < 40, "paced %s: %s" % (command, row))
+
+
 CASES = {name[len("case_"):]: fn for name, fn in sorted(globals().items()) if name.startswith("case_")}
 
 
