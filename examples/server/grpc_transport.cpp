@@ -112,6 +112,50 @@ std::string stream_answer_json(const json& item) {
   return json{{"answer", item}}.dump();
 }
 
+// AskRequest as the JSON API's body, written directly (protobuf's JSON
+// mapping costs more than the answer itself on a cache hit).
+std::string ask_body(const pb::AskRequest& r) {
+  json body = {{"question", r.question()}};
+  if (!r.tenant().empty()) body["tenant"] = r.tenant();
+  if (r.has_use_cache()) body["use_cache"] = r.use_cache();
+  if (r.has_semantic_threshold()) body["semantic_threshold"] = r.semantic_threshold();
+  if (r.has_top_k()) body["top_k"] = r.top_k();
+  if (r.has_min_answer_score()) body["min_answer_score"] = r.min_answer_score();
+  if (r.has_timeout_ms()) body["timeout_ms"] = r.timeout_ms();
+  if (!r.priority().empty()) body["priority"] = r.priority();
+  return body.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+void fill_answer(const Answer& a, pb::Answer* out) {
+  out->set_answer(a.text);
+  out->set_entry_id(a.entry_id());
+  out->set_score(a.score);
+  out->set_tier(answer_tier_name(a.tier));
+  out->set_degraded(a.degraded);
+  out->set_degraded_reason(a.degraded_reason);
+  for (const auto& m : a.matches) {
+    pb::Match* match = out->add_matches();
+    match->set_entry_id(m.entry_id);
+    match->set_score(m.score);
+    match->set_version(m.version);
+  }
+  auto& stages = *out->mutable_stage_us();
+  for (std::size_t i = 0; i < kStageCount; ++i) {
+    const auto stage = static_cast<Stage>(i);
+    stages[stage_name(stage)] = std::chrono::duration<double, std::micro>(a.timings[stage]).count();
+  }
+  if (a.extracted) out->set_extracted_from(a.extracted->entry_id);
+}
+
+// What the access log keeps of a typed ask.
+ServerResponse logged(const ServerApi::AskOutcome& outcome) {
+  if (!outcome.answer) return outcome.refusal;
+  ServerResponse r;
+  r.tenant = outcome.tenant;
+  r.tier = answer_tier_name(outcome.answer->tier);
+  return r;
+}
+
 std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
@@ -141,17 +185,6 @@ struct GrpcTransport::Impl {
     grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
     ServerRequest request = make_request(context, std::move(method), std::move(path), std::move(body));
     const Clock::time_point started = Clock::now();
-    // A result-cache hit is answered on gRPC's thread: no hand-off.
-    if (auto cached = api.ask_cached(request)) {
-      access_log.write(request.request_id, "gRPC", "POST", rpc, *cached, Clock::now() - started);
-      if (!ok_status(cached->status)) {
-        reactor->Finish(error_status(context, *cached));
-      } else {
-        reactor->Finish(from_json(cached->body, reply) ? grpc::Status::OK
-                                                       : grpc::Status(grpc::StatusCode::INTERNAL, "cannot encode the reply"));
-      }
-      return reactor;
-    }
     const bool queued = workers.try_submit([this, context, reactor, reply, rpc, started, reshape,
                                             request = std::move(request)] {
       ServerResponse response = api.handle(request);
@@ -168,13 +201,40 @@ struct GrpcTransport::Impl {
     return reactor;
   }
 
+  // Ask, typed end to end: a cache hit is answered on gRPC's thread.
+  grpc::ServerUnaryReactor* ask(grpc::CallbackServerContext* context, const pb::AskRequest& question,
+                                pb::Answer* reply) {
+    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+    ServerRequest request = make_request(context, "POST", "/v1/ask", ask_body(question));
+    const Clock::time_point started = Clock::now();
+    auto finish = [this, context, reactor, reply, started](const ServerRequest& r, const ServerApi::AskOutcome& o) {
+      access_log.write(r.request_id, "gRPC", "POST", "/rapidqa.v1.QA/Ask", logged(o), Clock::now() - started);
+      if (!o.answer) {
+        reactor->Finish(error_status(context, o.refusal));
+        return;
+      }
+      fill_answer(*o.answer, reply);
+      reactor->Finish(grpc::Status::OK);
+    };
+    if (auto cached = api.ask_typed(request, /*cached_only=*/true)) {
+      finish(request, *cached);
+      return reactor;
+    }
+    if (!workers.try_submit([this, finish, request = std::move(request)] {
+          finish(request, *api.ask_typed(request, /*cached_only=*/false));
+        })) {
+      reactor->Finish(busy(context));
+    }
+    return reactor;
+  }
+
   class QAService final : public pb::QA::CallbackService {
    public:
     explicit QAService(Impl& impl) : impl_(impl) {}
 
     grpc::ServerUnaryReactor* Ask(grpc::CallbackServerContext* context, const pb::AskRequest* request,
                                   pb::Answer* reply) override {
-      return impl_.unary(context, "/rapidqa.v1.QA/Ask", "POST", "/v1/ask", to_json(*request), reply);
+      return impl_.ask(context, *request, reply);
     }
 
     grpc::ServerUnaryReactor* AskBatch(grpc::CallbackServerContext* context, const pb::AskBatchRequest* request,
@@ -337,35 +397,36 @@ class AskStreamReactor final : public grpc::ServerBidiReactor<pb::AskRequest, pb
     ServerRequest request;
     request.method = "POST";
     request.path = "/v1/ask";
-    request.body = to_json(incoming_);
+    request.body = ask_body(incoming_);
     request.authorization = authorization_;
     request.request_id = make_request_id();
-    ++at_workers_;
     const Clock::time_point started = Clock::now();
-    const bool queued = impl_.workers.try_submit([this, sequence, started, request = std::move(request)] {
-      ServerResponse response = impl_.api.handle(request);
-      impl_.access_log.write(request.request_id, "gRPC", "POST", "/rapidqa.v1.QA/AskStream", response,
+    if (auto cached = impl_.api.ask_typed(request, /*cached_only=*/true)) {
+      impl_.access_log.write(request.request_id, "gRPC", "POST", "/rapidqa.v1.QA/AskStream", logged(*cached),
                              Clock::now() - started);
-      pb::StreamAnswer answer;
-      json body = json::parse(response.body, nullptr, false);
-      if (ok_status(response.status) && !body.is_discarded()) {
-        from_json(json{{"answer", body}}.dump(), &answer);
-      } else {
-        from_json(stream_answer_json(body.is_discarded() ? json{{"error", {{"code", "internal"}}}} : body), &answer);
+      ready_[sequence] = stream_answer(*cached);
+      write_next(lock);
+    } else {
+      ++at_workers_;
+      const bool queued = impl_.workers.try_submit([this, sequence, started, request = std::move(request)] {
+        const auto outcome = impl_.api.ask_typed(request, /*cached_only=*/false);
+        impl_.access_log.write(request.request_id, "gRPC", "POST", "/rapidqa.v1.QA/AskStream", logged(*outcome),
+                               Clock::now() - started);
+        pb::StreamAnswer answer = stream_answer(*outcome);
+        std::unique_lock<std::mutex> lock(mu_);
+        --at_workers_;
+        ready_[sequence] = std::move(answer);
+        write_next(lock);
+        maybe_finish(lock);
+      });
+      if (!queued) {
+        --at_workers_;
+        pb::StreamAnswer refused;
+        refused.mutable_error()->set_code("resource_exhausted");
+        refused.mutable_error()->set_message("the server is busy: too many requests waiting");
+        ready_[sequence] = std::move(refused);
+        write_next(lock);
       }
-      std::unique_lock<std::mutex> lock(mu_);
-      --at_workers_;
-      ready_[sequence] = std::move(answer);
-      write_next(lock);
-      maybe_finish(lock);
-    });
-    if (!queued) {
-      --at_workers_;
-      pb::StreamAnswer refused;
-      refused.mutable_error()->set_code("resource_exhausted");
-      refused.mutable_error()->set_message("the server is busy: too many requests waiting");
-      ready_[sequence] = std::move(refused);
-      write_next(lock);
     }
     // Read on while few enough questions wait for their answers.
     if (next_sequence_ - next_write_ < impl_.options.max_stream_in_flight) {
@@ -398,6 +459,19 @@ class AskStreamReactor final : public grpc::ServerBidiReactor<pb::AskRequest, pb
   void OnDone() override { delete this; }
 
  private:
+  static pb::StreamAnswer stream_answer(const ServerApi::AskOutcome& outcome) {
+    pb::StreamAnswer out;
+    if (outcome.answer) {
+      fill_answer(*outcome.answer, out.mutable_answer());
+      return out;
+    }
+    json body = json::parse(outcome.refusal.body, nullptr, false);
+    const bool worded = !body.is_discarded() && body.contains("error") && body["error"].is_object();
+    out.mutable_error()->set_code(worded ? body["error"].value("code", "internal") : "internal");
+    out.mutable_error()->set_message(worded ? body["error"].value("message", "") : outcome.refusal.body);
+    return out;
+  }
+
   void write_next(std::unique_lock<std::mutex>&) {
     if (writing_ || broken_) return;
     auto it = ready_.find(next_write_);

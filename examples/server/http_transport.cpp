@@ -486,12 +486,14 @@ struct HttpTransport::Impl final : H2Connection::Listener {
 
   // A response as a WebSocket message: its JSON with the question's id and
   // the HTTP status the same request would have had.
+  // The response body is a JSON object made by the API: the id and status
+  // are put in front of its members as text, not by parsing it again.
   static std::string ws_reply(const json& id, const ServerResponse& response) {
-    json reply = json::parse(response.body, nullptr, false);
-    if (reply.is_discarded() || !reply.is_object()) reply = json::object();
-    reply["id"] = id;
-    reply["status"] = response.status;
-    return tools::json_line(reply);
+    std::string reply = "{\"id\":" + tools::json_line(id) + ",\"status\":" + std::to_string(response.status);
+    const std::string& body = response.body;
+    const auto first = body.find_first_not_of(" \t\r\n", 1);
+    if (body.empty() || body.front() != '{' || first == std::string::npos || body[first] == '}') return reply + "}";
+    return reply + "," + body.substr(1);
   }
 
   static std::string ws_error(const json& id, const char* code, const std::string& message) {

@@ -382,36 +382,55 @@ std::optional<ServerResponse> ServerApi::over_rate(const std::string& tenant, do
   return r;
 }
 
-ServerResponse ServerApi::ask(const ServerRequest& request) {
-  ServerResponse error;
-  std::string question;
-  AskOptions options;
-  if (!read_ask(request, question, options, error)) return error;
-  if (auto limited = over_rate(options.tenant, 1)) return *limited;
-  auto answer = engine_.ask(question, options);
-  if (!answer) {
-    ServerResponse r = status_response(answer.status());
-    r.tenant = options.tenant;
-    return r;
-  }
-  return answered(*answer, options.tenant);
-}
-
-std::optional<ServerResponse> ServerApi::ask_cached(const ServerRequest& request) {
-  if (request.method != "POST" || request.path != "/v1/ask" || !ready()) return std::nullopt;
-  if (options_.protect_ask && !authorized(request.authorization)) return std::nullopt;
+std::optional<ServerApi::AskOutcome> ServerApi::ask_typed(const ServerRequest& request, bool cached_only) {
+  AskOutcome out;
+  auto refuse = [&](ServerResponse response) -> std::optional<AskOutcome> {
+    if (cached_only) return std::nullopt;  // the full path words the refusal
+    out.refusal = std::move(response);
+    out.refusal.tenant = out.tenant;
+    return out;
+  };
   try {
+    if (!ready()) return refuse(error_response(503, "unavailable", "the knowledge is still loading", 1));
+    if (options_.protect_ask && !authorized(request.authorization)) {
+      return refuse(error_response(401, "unauthenticated", "this route needs 'Authorization: Bearer TOKEN'"));
+    }
     ServerResponse error;
     std::string question;
     AskOptions options;
-    if (!read_ask(request, question, options, error)) return std::nullopt;  // handle() words the refusal
-    auto answer = engine_.ask_cached(question, options);
-    if (!answer) return std::nullopt;
-    if (auto limited = over_rate(options.tenant, 1)) return *limited;
-    return answered(*answer, options.tenant);
-  } catch (const std::exception&) {
-    return std::nullopt;
+    if (!read_ask(request, question, options, error)) return refuse(std::move(error));
+    out.tenant = options.tenant;
+    if (cached_only) {
+      out.answer = engine_.ask_cached(question, options);
+      if (!out.answer) return std::nullopt;
+      if (auto limited = over_rate(options.tenant, 1)) {
+        out.answer.reset();
+        out.refusal = std::move(*limited);
+      }
+      return out;
+    }
+    if (auto limited = over_rate(options.tenant, 1)) return refuse(std::move(*limited));
+    auto answer = engine_.ask(question, options);
+    if (!answer) return refuse(status_response(answer.status()));
+    out.answer = std::move(answer).value();
+    return out;
+  } catch (const std::bad_alloc&) {
+    return refuse(error_response(503, "resource_exhausted", "out of memory", 1));
+  } catch (const std::exception& e) {
+    return refuse(error_response(500, "internal", std::string("internal error: ") + e.what()));
   }
+}
+
+ServerResponse ServerApi::ask(const ServerRequest& request) {
+  auto outcome = ask_typed(request, /*cached_only=*/false);
+  return outcome->answer ? answered(*outcome->answer, outcome->tenant) : outcome->refusal;
+}
+
+std::optional<ServerResponse> ServerApi::ask_cached(const ServerRequest& request) {
+  if (request.method != "POST" || request.path != "/v1/ask") return std::nullopt;
+  auto outcome = ask_typed(request, /*cached_only=*/true);
+  if (!outcome) return std::nullopt;
+  return outcome->answer ? answered(*outcome->answer, outcome->tenant) : outcome->refusal;
 }
 
 ServerResponse ServerApi::ask_batch(const ServerRequest& request) {

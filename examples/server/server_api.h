@@ -105,6 +105,18 @@ class ServerApi {
   // costs a few microseconds instead of two thread hand-offs.
   std::optional<ServerResponse> ask_cached(const ServerRequest& request);
 
+  // POST /v1/ask for binary protocols (gRPC), which want the Answer rather
+  // than its JSON: the same checks (readiness, token, body, rate limit).
+  // Exactly one of answer and refusal is set. With cached_only, only a
+  // result-cache hit (or its rate refusal) is given, else nullopt; without,
+  // never nullopt.
+  struct AskOutcome {
+    std::optional<Answer> answer;
+    ServerResponse refusal;  // the error response when there is no answer
+    std::string tenant;
+  };
+  std::optional<AskOutcome> ask_typed(const ServerRequest& request, bool cached_only);
+
   // Ready once the knowledge is loaded: until then asks and inference
   // answer 503 and /readyz says why.
   void set_ready(bool ready) { ready_.store(ready); }
