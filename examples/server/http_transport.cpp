@@ -754,7 +754,15 @@ struct HttpTransport::Impl final : H2Connection::Listener {
 
   void on_h2_close(lws* wsi, void* user) {
     H2Socket*& socket = *static_cast<H2Socket**>(user);
-    delete socket;  // closes its streams: their exchanges go
+    // nghttp2_session_del does not report the streams it drops: forget
+    // their exchanges here, so a worker finishing later finds none.
+    if (socket) {
+      const H2Connection* connection = socket->h2.get();
+      for (auto it = live.begin(); it != live.end();) {
+        it = it->second->h2 == connection ? live.erase(it) : std::next(it);
+      }
+    }
+    delete socket;
     socket = nullptr;
     h2_busy.erase(wsi);
     on_wsi_destroy(wsi);
