@@ -20,7 +20,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from server_protocols_test import (QUESTION, TOKEN, WORK, Failure, Server, check, curl)  # noqa: E402
+from server_protocols_test import (QUESTION, TOKEN, WORK, Failure, Server, check, curl, run_cases)  # noqa: E402
 
 import grpc  # noqa: E402
 
@@ -301,27 +301,5 @@ def case_load_tool_drives_grpc_and_websocket():
 
 CASES = {name[len("case_"):]: fn for name, fn in sorted(globals().items()) if name.startswith("case_")}
 
-
-def main():
-    if len(sys.argv) != 2 or sys.argv[1] in ("-h", "--help"):
-        print(__doc__)
-        return 0 if len(sys.argv) == 2 else 2
-    if sys.argv[1] == "--list":
-        print("\n".join(CASES))
-        return 0
-    name = sys.argv[1]
-    if name not in CASES:
-        print("unknown case %s" % name, file=sys.stderr)
-        return 2
-    try:
-        CASES[name]()
-    except Failure as failure:
-        print("FAIL %s: %s" % (name, failure), file=sys.stderr)
-        return 1
-    print("PASS %s" % name)
-    shutil.rmtree(WORK, ignore_errors=True)
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_cases(CASES, sys.argv, __doc__))

@@ -578,22 +578,20 @@ def case_request_ids_and_access_log():
         check(line["latency_us"] > 0 and line["path"] == "/v1/ask" and line["method"] == "POST", str(line))
 
 
-CASES = {name[len("case_"):]: fn for name, fn in sorted(globals().items()) if name.startswith("case_")}
-
-
-def main():
-    if len(sys.argv) != 2 or sys.argv[1] in ("-h", "--help"):
-        print(__doc__)
-        return 0 if len(sys.argv) == 2 else 2
-    if sys.argv[1] == "--list":
-        print("\n".join(CASES))
+def run_cases(cases, argv, doc):
+    """The command line both server test scripts share: one case by name, or --list."""
+    if len(argv) != 2 or argv[1] in ("-h", "--help"):
+        print(doc)
+        return 0 if len(argv) == 2 else 2
+    if argv[1] == "--list":
+        print("\n".join(cases))
         return 0
-    name = sys.argv[1]
-    if name not in CASES:
+    name = argv[1]
+    if name not in cases:
         print("unknown case %s" % name, file=sys.stderr)
         return 2
     try:
-        CASES[name]()
+        cases[name]()
     except Failure as failure:
         print("FAIL %s: %s" % (name, failure), file=sys.stderr)
         return 1
@@ -602,5 +600,7 @@ def main():
     return 0
 
 
+CASES = {name[len("case_"):]: fn for name, fn in sorted(globals().items()) if name.startswith("case_")}
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_cases(CASES, sys.argv, __doc__))
