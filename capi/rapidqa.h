@@ -111,6 +111,19 @@ typedef struct rqa_engine_options {
    * one per instance). Unused without a knowledge_store. Borrowed during
    * create. */
   const char* index_snapshot;
+  /* Added after 0.2.0: encode with a model another engine serves, over the
+   * OpenAI embeddings API or the KServe v2 inference protocol (vLLM,
+   * text-embeddings-inference, llama.cpp server, Triton, rapidqa-server;
+   * see docs/remote.md). create asks it once: RQA_UNAVAILABLE when no
+   * endpoint answers, RQA_FAILED_PRECONDITION when its vectors are not
+   * remote_encoder_dimension long. While the engine is down, asks degrade
+   * (lexical retrieval, stale cache) instead of failing. NULL or "" = not
+   * used; excludes encoder_model_dir. Borrowed during create. */
+  const char* remote_encoder_url;      /* base URL ("http://host:8080"); several separated by commas */
+  const char* remote_encoder_protocol; /* "openai" (NULL or "": the default) or "kserve" */
+  const char* remote_encoder_model;    /* the model's name at that engine (required) */
+  const char* remote_encoder_token;    /* bearer token; NULL or "" = none */
+  size_t remote_encoder_dimension;     /* expected vector length; 0 = whatever the engine gives */
 } rqa_engine_options;
 
 RQA_API void rqa_engine_options_init(rqa_engine_options* options);

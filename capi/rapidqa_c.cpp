@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "rapidqa/qa_engine.h"
+#include "rapidqa/remote_encoder.h"
 #include "rapidqa/version.h"
 #if RAPIDQA_HAS_MODELS
 #include "rapidqa/quantizer.h"
@@ -278,6 +279,29 @@ rqa_status rqa_engine_create(const rqa_engine_options* options, rqa_engine** out
     if (has_store && c.knowledge_store) o.knowledge_store = c.knowledge_store;
     const bool has_snapshot = c.struct_size >= offsetof(rqa_engine_options, index_snapshot) + sizeof(const char*);
     if (has_snapshot && c.index_snapshot) o.index_snapshot = c.index_snapshot;
+    const bool has_remote = c.struct_size >= offsetof(rqa_engine_options, remote_encoder_dimension) + sizeof(size_t);
+    if (has_remote && c.remote_encoder_url && *c.remote_encoder_url) {
+      if (o.encoder) return fail(RQA_INVALID_ARGUMENT, "encoder_model_dir and remote_encoder_url exclude each other");
+      rapidqa::RemoteEncoderOptions ro;
+      const std::string urls = c.remote_encoder_url;
+      for (std::size_t begin = 0; begin <= urls.size();) {
+        const std::size_t end = std::min(urls.find(',', begin), urls.size());
+        if (end > begin) ro.endpoints.push_back(urls.substr(begin, end - begin));
+        begin = end + 1;
+      }
+      const std::string protocol = c.remote_encoder_protocol ? c.remote_encoder_protocol : "";
+      if (protocol == "kserve") {
+        ro.protocol = rapidqa::RemoteProtocol::kKServeV2;
+      } else if (!protocol.empty() && protocol != "openai") {
+        return fail(RQA_INVALID_ARGUMENT, "remote_encoder_protocol must be \"openai\" or \"kserve\"");
+      }
+      if (c.remote_encoder_model) ro.model = c.remote_encoder_model;
+      if (c.remote_encoder_token) ro.bearer_token = c.remote_encoder_token;
+      ro.dimension = c.remote_encoder_dimension;
+      auto encoder = rapidqa::RemoteEncoder::create(std::move(ro));
+      if (!encoder) return report(encoder.status());
+      o.encoder = std::move(encoder).value();
+    }
     auto engine = rapidqa::QAEngine::create(std::move(o));
     if (!engine) return report(engine.status());
     *out = new rqa_engine{std::move(engine).value()};

@@ -26,6 +26,11 @@ find_package(Threads REQUIRED)
 find_package(SQLite3 REQUIRED)
 # libcrypto: HMAC-SHA256 for keyed semantic-cache snapshots.
 find_package(OpenSSL REQUIRED COMPONENTS Crypto)
+# libcurl (libcurl4-openssl-dev): the remote encoders' HTTP/1.1 and HTTP/2 client.
+find_package(CURL REQUIRED)
+# simdjson (libsimdjson-dev): reads the remote engines' answers (batches of
+# vectors, tens to hundreds of kilobytes of JSON) at gigabytes per second.
+find_package(simdjson REQUIRED)
 # hiredis ships a pkg-config file but no CMake config on Debian 12.
 find_package(PkgConfig REQUIRED)
 set(RAPIDQA_REDIS_LIBRARIES)
@@ -79,7 +84,7 @@ separate_arguments(RAPIDQA_TORCH_CXX_FLAGS UNIX_COMMAND "${TORCH_CXX_FLAGS}")
 set(RAPIDQA_CORE_DEPS
   faiss fmt::fmt nlohmann_json::nlohmann_json utf8proc::utf8proc ${RAPIDQA_REDIS_LIBRARIES}
   ${RAPIDQA_POSTGRES_LIBRARIES} OpenSSL::Crypto
-  SQLite::SQLite3 OpenMP::OpenMP_CXX ${BLAS_LIBRARIES} Threads::Threads)
+  SQLite::SQLite3 CURL::libcurl simdjson::simdjson OpenMP::OpenMP_CXX ${BLAS_LIBRARIES} Threads::Threads)
 set(RAPIDQA_MODEL_DEPS)
 if(RAPIDQA_WITH_MODELS)
   set(RAPIDQA_MODEL_DEPS ${TORCH_LIBRARIES} DNNL::dnnl fmt::fmt ${BLAS_LIBRARIES} Threads::Threads)

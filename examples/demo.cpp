@@ -21,6 +21,7 @@
 #endif
 #include "common/line_reader.h"
 #include "answer_json.h"
+#include "encoder_flags.h"
 #include "tool_support.h"
 
 #ifndef RAPIDQA_DEFAULT_KB
@@ -34,28 +35,26 @@ struct DemoOptions {
   bool kb_given = false;   // --kb on the command line (with --store: import it)
   std::string store;       // knowledge store URI: answer from (and import into) it
   std::vector<std::string> questions;
-  std::string model_dir;   // transformer encoder instead of the HashingEncoder
+  rapidqa::tools::EncoderFlags encoder;  // a transformer or a remote engine instead of the HashingEncoder
   std::string reader_dir;  // extractive reader over entry contexts
   std::string preload;     // hot questions to warm the caches with, one per line
   bool json = false;
   bool stats = false;
   bool prometheus = false;
   bool version = false;
-  bool bf16 = false;
 };
 
 void print_usage(std::FILE* to) {
   std::fprintf(to,
-               "usage: rapidqa-demo [--kb FILE] [--store URI] [--model DIR [--bf16]] [--reader DIR] [--question TEXT]...\n"
+               "usage: rapidqa-demo [--kb FILE] [--store URI] [--model DIR [--bf16] | --remote-encoder URL ...] [--reader DIR]\n"
+               "                    [--question TEXT]...\n"
                "                    [--json] [--preload FILE] [--stats] [--metrics] [--version]\n"
                "  --kb FILE        knowledge base, one JSON object per line (default: the bundled FAQ)\n"
                "  --store URI      answer from a knowledge store (sqlite:PATH, created when missing, or\n"
                "                   postgresql://USER@HOST/DATABASE, shared with other instances); with\n"
                "                   --kb the file is first imported into it, without it the store's entries\n"
                "                   are used as they are\n"
-               "  --model DIR      encode with this BERT-family model directory instead of the built-in\n"
-               "                   hashing encoder\n"
-               "  --bf16           run that model in bfloat16 (CPUs with AVX512-BF16 or AMX only)\n"
+               "%s"
                "  --reader DIR     answer with the span a question-answering model finds in the entries'\n"
                "                   context passages\n"
                "  --question TEXT  answer TEXT; without it, questions are read from stdin, one per line\n"
@@ -63,7 +62,8 @@ void print_usage(std::FILE* to) {
                "  --json           print one JSON object per answer\n"
                "  --stats          print the per-stage p50/p95/p99 latency table at the end\n"
                "  --metrics        print every metric in the Prometheus text format at the end\n"
-               "  --version        print the versions of rapidqa and its libraries\n");
+               "  --version        print the versions of rapidqa and its libraries\n",
+               rapidqa::tools::EncoderFlags::kUsage);
 }
 
 // Returns 0 to go on, or an exit code.
@@ -90,18 +90,18 @@ int parse_args(int argc, char** argv, DemoOptions& o) {
       const char* v = value("--question");
       if (!v) return 2;
       o.questions.emplace_back(v);
-    } else if (arg == "--model" || arg == "--reader") {
-      const char* v = value(arg.c_str());
+    } else if (const int taken = o.encoder.parse("rapidqa-demo", argc, argv, i); taken != 0) {
+      if (taken < 0) return 2;
+    } else if (arg == "--reader") {
+      const char* v = value("--reader");
       if (!v) return 2;
-      (arg == "--model" ? o.model_dir : o.reader_dir) = v;
+      o.reader_dir = v;
     } else if (arg == "--preload") {
       const char* v = value("--preload");
       if (!v) return 2;
       o.preload = v;
     } else if (arg == "--json") {
       o.json = true;
-    } else if (arg == "--bf16") {
-      o.bf16 = true;
     } else if (arg == "--stats") {
       o.stats = true;
     } else if (arg == "--metrics") {
@@ -133,18 +133,8 @@ int tool_main(int argc, char** argv) {
   if (const int rc = parse_args(argc, argv, options); rc != 0) return rc < 0 ? 0 : rc;
 
   rapidqa::EngineOptions engine_options;
+  if (const int rc = options.encoder.make("rapidqa-demo", engine_options.encoder); rc != 0) return rc;
 #if RAPIDQA_HAS_MODELS
-  if (!options.model_dir.empty()) {
-    rapidqa::TransformerEncoderOptions encoder_options;
-    encoder_options.model_dir = options.model_dir;
-    encoder_options.bf16 = options.bf16;
-    auto encoder = rapidqa::TransformerEncoder::load(encoder_options);
-    if (!encoder) {
-      std::fprintf(stderr, "rapidqa-demo: --model: %s\n", encoder.status().to_string().c_str());
-      return 1;
-    }
-    engine_options.encoder = std::move(encoder).value();
-  }
   if (!options.reader_dir.empty()) {
     rapidqa::ExtractiveReaderOptions reader_options;
     reader_options.model_dir = options.reader_dir;
@@ -156,8 +146,8 @@ int tool_main(int argc, char** argv) {
     engine_options.reader = std::move(reader).value();
   }
 #else
-  if (!options.model_dir.empty() || !options.reader_dir.empty()) {
-    std::fprintf(stderr, "rapidqa-demo: --model and --reader need the models component, and this rapidqa was "
+  if (!options.reader_dir.empty()) {
+    std::fprintf(stderr, "rapidqa-demo: --reader needs the models component, and this rapidqa was "
                          "built without it (-DRAPIDQA_WITH_MODELS=OFF)\n");
     return 2;
   }

@@ -399,6 +399,27 @@ static void test_quantize_model(void) {}
 /* An engine on a knowledge store: a change survives the engine, the
  * history lists it, a rollback makes a new version, an export writes the
  * entries, and a second engine on the same file is refused. */
+/* A remote encoder's options are checked at create; an engine nobody
+ * serves is RQA_UNAVAILABLE (the answering path is tested against a real
+ * rapidqa-server in remote_server_test.cpp). */
+static void test_remote_encoder_errors(void) {
+  rqa_engine_options options;
+  rqa_engine* engine = NULL;
+  rqa_engine_options_init(&options);
+  options.remote_encoder_url = "http://127.0.0.1:1";
+  options.remote_encoder_model = "m";
+  options.remote_encoder_protocol = "grpc";
+  CHECK(rqa_engine_create(&options, &engine) == RQA_INVALID_ARGUMENT);
+  CHECK(strstr(rqa_last_error(), "remote_encoder_protocol") != NULL);
+  options.remote_encoder_protocol = "kserve";
+  options.remote_encoder_model = NULL;
+  CHECK(rqa_engine_create(&options, &engine) == RQA_INVALID_ARGUMENT);
+  options.remote_encoder_model = "m";
+  CHECK(rqa_engine_create(&options, &engine) == RQA_UNAVAILABLE);
+  CHECK(strstr(rqa_last_error(), "127.0.0.1:1") != NULL);
+  CHECK(engine == NULL);
+}
+
 static void test_knowledge_store(void) {
   char path[256];
   char uri[300];
@@ -474,6 +495,7 @@ int main(void) {
   test_tenants_and_corrections();
   test_quantize_model();
   test_knowledge_store();
+  test_remote_encoder_errors();
   if (failures == 0) printf("c api: all checks passed\n");
   return failures == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }

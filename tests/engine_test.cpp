@@ -11,6 +11,7 @@
 
 #include "engine/rebuild_pool.h"
 #include "rapidqa/qa_engine.h"
+#include "rapidqa/text_normalizer.h"
 #include "test_support.h"
 
 using namespace std::chrono_literals;
@@ -136,6 +137,33 @@ TEST_CASE("A repeated question is answered by the result cache - a similar one b
   CHECK(m.result_cache.hit_ratio() == Approx(1.0 / 3.0));
   CHECK(m.stage(rapidqa::Stage::kTotal).count == 4);
   CHECK(m.stage(rapidqa::Stage::kRetrieve).count == 2);
+}
+
+TEST_CASE("embed gives the vectors the engine retrieves with, beside knowledge reloads", "[engine]") {
+  auto engine = faq_engine();
+  std::vector<float> embedded, direct;
+  REQUIRE(engine->embed({"How do I RESET my password?!", "退货"}, embedded).is_ok());
+  REQUIRE(engine->encoder()
+              .encode({rapidqa::normalize_text("How do I RESET my password?!").value(),
+                       rapidqa::normalize_text("退货").value()},
+                      direct)
+              .is_ok());
+  REQUIRE(embedded == direct);
+  std::vector<float> out;
+  REQUIRE(engine->embed({std::string("bad \xff utf-8")}, out).code() == StatusCode::kInvalidArgument);
+  // Concurrent with reloads that refit the hashing encoder: no torn reads
+  // (ThreadSanitizer checks this in the long checks), every call succeeds.
+  std::atomic<bool> stop{false};
+  std::atomic<int> failed_reloads{0};
+  std::thread reloads([&] {  // Catch2's assertions are not for other threads
+    while (!stop) {
+      if (!engine->load_knowledge(RAPIDQA_SOURCE_DIR "/examples/data/faq.jsonl").is_ok()) ++failed_reloads;
+    }
+  });
+  for (int i = 0; i < 200; ++i) REQUIRE(engine->embed({"reset password"}, out).is_ok());
+  stop = true;
+  reloads.join();
+  REQUIRE(failed_reloads == 0);
 }
 
 TEST_CASE("ask_cached answers only result-cache hits and counts no miss", "[engine]") {

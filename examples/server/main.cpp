@@ -23,9 +23,8 @@
 
 #include <rapidqa/qa_engine.h>
 #include <rapidqa/version.h>
-#if RAPIDQA_HAS_MODELS
-#include <rapidqa/transformer_encoder.h>
-#endif
+
+#include "encoder_flags.h"
 
 #include "grpc_transport.h"
 #include "http_transport.h"
@@ -54,8 +53,7 @@ struct ServerOptions {
   std::string kb = RAPIDQA_DEFAULT_KB;
   bool kb_given = false;
   std::string store;
-  std::string model_dir;
-  bool bf16 = false;
+  rapidqa::tools::EncoderFlags encoder;
   std::string token_file;
   ServerApiOptions api;
   TransportOptions transport;
@@ -81,8 +79,7 @@ void print_usage(std::FILE* to) {
       "                           when there is no store\n"
       "  --store URI              answer from a knowledge store (sqlite:PATH or postgresql://...); with --kb\n"
       "                           the file is imported into it first\n"
-      "  --model DIR              encode with this BERT-family model directory (default: hashing encoder)\n"
-      "  --bf16                   run that model in bfloat16\n"
+      "%s"
       "  --model-name NAME        the model name /v1/embeddings and /v2/models serve (default rapidqa-encoder)\n"
       "Listening:\n"
       "  --address ADDR           interface to listen on (default 127.0.0.1; 0.0.0.0 for every one)\n"
@@ -119,7 +116,7 @@ void print_usage(std::FILE* to) {
       "  --help                   this text\n"
       "\n"
       "Request headers: Authorization: Bearer TOKEN; x-request-id (echoed, logged); x-request-timeout-ms\n"
-      "(the request's deadline, passed to the engine, which degrades rather than miss it).\n");
+      "(the request's deadline, passed to the engine, which degrades rather than miss it).\n", rapidqa::tools::EncoderFlags::kUsage);
 }
 
 bool parse_count(const char* text, unsigned long long max, unsigned long long& out) {
@@ -177,10 +174,8 @@ int parse_args(int argc, char** argv, ServerOptions& o) {
       o.kb_given = true;
     } else if (arg == "--store") {
       ok = text(o.store);
-    } else if (arg == "--model") {
-      ok = text(o.model_dir);
-    } else if (arg == "--bf16") {
-      o.bf16 = true;
+    } else if (const int taken = o.encoder.parse("rapidqa-server", argc, argv, i); taken != 0) {
+      ok = taken > 0;
     } else if (arg == "--model-name") {
       ok = text(o.api.model_name);
       if (ok && (o.api.model_name.empty() || o.api.model_name.find('/') != std::string::npos)) {
@@ -290,24 +285,7 @@ int tool_main(int argc, char** argv) {
   std::signal(SIGPIPE, SIG_IGN);
 
   rapidqa::EngineOptions engine_options;
-#if RAPIDQA_HAS_MODELS
-  if (!options.model_dir.empty()) {
-    rapidqa::TransformerEncoderOptions encoder_options;
-    encoder_options.model_dir = options.model_dir;
-    encoder_options.bf16 = options.bf16;
-    auto encoder = rapidqa::TransformerEncoder::load(encoder_options);
-    if (!encoder) {
-      std::fprintf(stderr, "rapidqa-server: --model: %s\n", encoder.status().to_string().c_str());
-      return 1;
-    }
-    engine_options.encoder = std::move(encoder).value();
-  }
-#else
-  if (!options.model_dir.empty()) {
-    std::fprintf(stderr, "rapidqa-server: --model needs the models component (-DRAPIDQA_WITH_MODELS=ON)\n");
-    return 2;
-  }
-#endif
+  if (const int rc = options.encoder.make("rapidqa-server", engine_options.encoder); rc != 0) return rc;
   engine_options.knowledge_store = options.store;
   auto created = rapidqa::QAEngine::create(std::move(engine_options));
   if (!created) {

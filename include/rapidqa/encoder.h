@@ -9,6 +9,7 @@
 // encode().
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <string>
 #include <vector>
@@ -17,6 +18,8 @@
 #include "rapidqa/status.h"
 
 namespace rapidqa {
+
+struct MetricsSnapshot;
 
 class RAPIDQA_EXPORT Encoder {
  public:
@@ -33,6 +36,21 @@ class RAPIDQA_EXPORT Encoder {
   // (see normalize_text) by the caller when wants_normalized_text(). Fails with kInvalidArgument on text
   // the encoder cannot read; out is then unspecified.
   virtual Status encode(const std::vector<std::string>& texts, std::vector<float>& out) const = 0;
+
+  // encode() for callers with a deadline: time_left is what remains of the
+  // earliest deadline among the texts' requests. An encoder that waits on
+  // something else (a remote engine) gives up when it runs out, with
+  // kDeadlineExceeded, and may tell that engine the budget. The default
+  // ignores it.
+  virtual Status encode_within(const std::vector<std::string>& texts, std::vector<float>& out,
+                               std::chrono::nanoseconds time_left) const {
+    (void)time_left;
+    return encode(texts, out);
+  }
+
+  // Adds the encoder's own counters to an engine's metrics (a remote
+  // encoder's endpoints and circuit breaker). The default adds nothing.
+  virtual void add_metrics(MetricsSnapshot& snapshot) const { (void)snapshot; }
 
   // Whether encode() costs microseconds (a lexical encoder): the engine
   // then calls it inline rather than batching, and never needs to degrade

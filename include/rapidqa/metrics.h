@@ -104,6 +104,33 @@ struct RebuildMetrics {
   std::uint64_t dropped = 0;    // refused because the queue was full
 };
 
+// One endpoint of a remote model engine, as the encoder that calls it
+// counted since it was made.
+struct RemoteEndpointMetrics {
+  std::string url;
+  std::uint64_t requests = 0;   // HTTP requests sent to it, retries and hedges included
+  std::uint64_t failures = 0;   // of those: refused, timed out, an error status, an unreadable answer
+  std::uint64_t retries = 0;    // requests sent to it as a retry
+  std::uint64_t hedges = 0;     // requests sent to it as a hedge
+  std::size_t in_flight = 0;    // requests waiting for it now
+  bool ejected = false;         // left out now after consecutive failures
+  std::uint64_t ejections = 0;  // times it was left out
+  LatencySummary latency;       // of its successful requests
+};
+
+enum class BreakerState { kClosed, kOpen, kHalfOpen };
+
+// A remote model engine (its endpoints together) and the circuit breaker
+// in front of it.
+struct RemoteEngineMetrics {
+  std::string name;                        // the encoder's name()
+  BreakerState breaker = BreakerState::kClosed;
+  std::uint64_t breaker_opens = 0;         // times the breaker opened
+  std::uint64_t refused_by_breaker = 0;    // calls failed at once because it was open
+  std::uint64_t retry_budget_spent = 0;    // retries or hedges not sent because the budget was spent
+  std::vector<RemoteEndpointMetrics> endpoints;
+};
+
 struct RAPIDQA_EXPORT MetricsSnapshot {
   std::array<LatencySummary, kStageCount> stages{};  // indexed by Stage
   std::uint64_t asks = 0;             // ask calls that returned an Answer
@@ -118,6 +145,7 @@ struct RAPIDQA_EXPORT MetricsSnapshot {
   LatencyAnomaly anomaly;
   ChangeRelayMetrics relay;
   RebuildMetrics rebuilds;
+  std::vector<RemoteEngineMetrics> remote_engines;  // remote model engines the encoder calls
 
   const LatencySummary& stage(Stage s) const { return stages[static_cast<std::size_t>(s)]; }
   [[deprecated("use result_cache.hit_ratio()")]] double result_cache_hit_ratio() const { return result_cache.hit_ratio(); }

@@ -317,6 +317,15 @@ class RAPIDQA_EXPORT QAEngine {
 
   const Encoder& encoder() const;
 
+  // The engine's vectors for texts, as its knowledge was encoded: each text
+  // normalised when the encoder wants it, then encoded, row-major into out.
+  // Safe beside knowledge changes (an encoder that learns from the
+  // knowledge, like the hashing encoder, refits under the engine's lock,
+  // and this waits for it); for serving the engine's model to others
+  // (rapidqa-server's OpenAI embeddings and KServe v2 routes). Errors:
+  // kInvalidArgument for text that cannot be normalised, or the encoder's.
+  Status embed(const std::vector<std::string>& texts, std::vector<float>& out) const;
+
  private:
   friend class EngineTuning;
   QAEngine();

@@ -155,7 +155,9 @@ Status AskPipeline::encode(Request& request, std::optional<Answer>& degraded) {
       return Status::ok();
     }
   } else {
-    Status encoded = encoder.encode({text}, request.vector);
+    Status encoded = request.deadline
+                         ? encoder.encode_within({text}, request.vector, *request.deadline - parts_.options->clock->now())
+                         : encoder.encode({text}, request.vector);
     request.timer.finish(Stage::kEncode);
     if (!encoded.is_ok()) return encoded;
   }

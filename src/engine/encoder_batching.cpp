@@ -34,9 +34,17 @@ Result<std::unique_ptr<EncoderBatching>> EncoderBatching::create(std::shared_ptr
   if (!options.clock) options.clock = steady_clock_instance();
   if (!options.batching.clock) options.batching.clock = options.clock;
   std::unique_ptr<EncoderBatching> batching(new EncoderBatching(options, metrics));
-  auto batcher = Batcher::create(options.batching, [model](std::vector<std::string>& texts, std::size_t) {
+  std::shared_ptr<Clock> clock = options.clock;
+  auto batcher = Batcher::create(options.batching, [model, clock](std::vector<EncodeRequest>& requests, std::size_t) {
+    std::vector<std::string> texts;
+    texts.reserve(requests.size());
+    std::optional<Clock::time_point> earliest;
+    for (auto& r : requests) {
+      texts.push_back(std::move(r.text));
+      if (r.give_up && (!earliest || *r.give_up < *earliest)) earliest = r.give_up;
+    }
     std::vector<float> flat;
-    Status s = model->encode(texts, flat);
+    Status s = earliest ? model->encode_within(texts, flat, *earliest - clock->now()) : model->encode(texts, flat);
     if (!s.is_ok()) throw std::runtime_error(s.message());
     const std::size_t d = model->dimension();
     std::vector<std::vector<float>> rows(texts.size());
@@ -89,7 +97,7 @@ std::string EncoderBatching::encode(const std::string& text, BatchPriority prior
   request.deadline = give_up;
   request.tokens = tokens;
   auto pending = std::make_shared<PendingEncode>();
-  batcher_->submit(text, request, [pending](BatchResult<std::vector<float>> result) {
+  batcher_->submit(EncodeRequest{text, give_up}, request, [pending](BatchResult<std::vector<float>> result) {
     {
       std::lock_guard<std::mutex> lock(pending->mu);
       pending->result = std::move(result);

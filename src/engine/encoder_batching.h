@@ -61,7 +61,13 @@ class EncoderBatching {
   void add_stats(MetricsSnapshot& snapshot) const;
 
  private:
-  using Batcher = DynamicBatcher<std::string, std::vector<float>>;
+  // A text and when its request stops waiting: a batch's model call gets
+  // the earliest of its requests' budgets (a remote encoder passes it on).
+  struct EncodeRequest {
+    std::string text;
+    std::optional<Clock::time_point> give_up;
+  };
+  using Batcher = DynamicBatcher<EncodeRequest, std::vector<float>>;
   EncoderBatching(EncoderBatchingOptions options, metrics::MetricsRegistry& metrics);
   // Why the request should not be queued at all, or "".
   std::string refusal(std::size_t tokens, const std::optional<Clock::time_point>& deadline) const;

@@ -462,6 +462,7 @@ MetricsSnapshot QAEngine::metrics() const {
   }
   impl_->tiers->add_stats(snapshot);
   if (impl_->batching) impl_->batching->add_stats(snapshot);
+  impl_->encoder->add_metrics(snapshot);
   if (impl_->replication) impl_->replication->add_stats(snapshot);
   return snapshot;
 }
@@ -493,5 +494,26 @@ Status QAEngine::set_tenant_semantic_threshold(const std::string& tenant, std::o
 }
 
 const Encoder& QAEngine::encoder() const { return *impl_->encoder; }
+
+Status QAEngine::embed(const std::vector<std::string>& texts, std::vector<float>& out) const {
+  const Encoder& encoder = *impl_->encoder;
+  std::vector<std::string> inputs;
+  inputs.reserve(texts.size());
+  for (const auto& text : texts) {
+    if (!encoder.wants_normalized_text()) {
+      inputs.push_back(text);
+      continue;
+    }
+    auto normalized = normalize_text(text, impl_->options.normalize);
+    if (!normalized) return normalized.status();
+    inputs.push_back(std::move(normalized).value());
+  }
+  // A lightweight encoder may learn from the knowledge (adapt), which
+  // happens under the knowledge lock; a model encoder learns nothing and
+  // is not held behind knowledge updates, as in the ask pipeline.
+  std::shared_lock<std::shared_mutex> lock;
+  if (encoder.is_lightweight()) lock = impl_->knowledge->read();
+  return encoder.encode(inputs, out);
+}
 
 }  // namespace rapidqa

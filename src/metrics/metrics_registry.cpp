@@ -39,6 +39,16 @@ std::string MetricsSnapshot::format_table() const {
                        relay.connected ? "connected" : "down", relay.outages, relay.published, relay.received,
                        relay.replayed, relay.queued, relay.dropped, relay.malformed, relay.gaps);
   }
+  for (const auto& e : remote_engines) {
+    static constexpr const char* kBreaker[] = {"closed", "open", "half-open"};
+    out += fmt::format("remote {}: breaker {} (opened {}, refused {})\n", e.name,
+                       kBreaker[static_cast<int>(e.breaker)], e.breaker_opens, e.refused_by_breaker);
+    for (const auto& p : e.endpoints) {
+      out += fmt::format("  {}: {} requests, {} failed, {} retries, {} hedges{}  p50 {} us  p99 {} us\n", p.url,
+                         p.requests, p.failures, p.retries, p.hedges, p.ejected ? ", ejected" : "",
+                         p.latency.p50.count() / 1000, p.latency.p99.count() / 1000);
+    }
+  }
   return out;
 }
 
@@ -161,6 +171,60 @@ std::string MetricsSnapshot::format_prometheus() const {
   w.single("redis_changes_queued", "gauge", "This instance's changes waiting for Redis.", static_cast<double>(relay.queued));
   w.single("redis_gaps_total", "counter", "Times every cached answer was dropped because changes may have been missed.",
            static_cast<double>(relay.gaps));
+  if (!remote_engines.empty()) {
+    w.family("remote_breaker_state", "gauge", "A remote model engine's circuit breaker: 0 closed, 1 open, 2 half-open.");
+    for (const auto& e : remote_engines) {
+      w.sample("remote_breaker_state", fmt::format("engine=\"{}\"", e.name), static_cast<double>(e.breaker));
+    }
+    w.family("remote_breaker_opens_total", "counter", "Times a remote engine's circuit breaker opened.");
+    for (const auto& e : remote_engines) {
+      w.sample("remote_breaker_opens_total", fmt::format("engine=\"{}\"", e.name), static_cast<double>(e.breaker_opens));
+    }
+    w.family("remote_calls_refused_total", "counter", "Calls to a remote engine not made, by reason.");
+    for (const auto& e : remote_engines) {
+      w.sample("remote_calls_refused_total", fmt::format("engine=\"{}\",reason=\"breaker_open\"", e.name),
+               static_cast<double>(e.refused_by_breaker));
+      w.sample("remote_calls_refused_total", fmt::format("engine=\"{}\",reason=\"retry_budget\"", e.name),
+               static_cast<double>(e.retry_budget_spent));
+    }
+    // Each family's samples stay together, as the exposition format asks.
+    const auto per_endpoint = [&](const char* name, const char* type, const char* help, const auto& add) {
+      w.family(name, type, help);
+      for (const auto& e : remote_engines) {
+        for (const auto& p : e.endpoints) add(fmt::format("engine=\"{}\",endpoint=\"{}\"", e.name, p.url), p);
+      }
+    };
+    per_endpoint("remote_requests_total", "counter", "HTTP requests to a remote endpoint, by outcome.",
+                 [&](const std::string& labels, const RemoteEndpointMetrics& p) {
+                   w.sample("remote_requests_total", labels + ",outcome=\"ok\"",
+                            static_cast<double>(p.requests - p.failures));
+                   w.sample("remote_requests_total", labels + ",outcome=\"failed\"", static_cast<double>(p.failures));
+                 });
+    per_endpoint("remote_extra_requests_total", "counter", "Requests sent as a retry or a hedge, by kind.",
+                 [&](const std::string& labels, const RemoteEndpointMetrics& p) {
+                   w.sample("remote_extra_requests_total", labels + ",kind=\"retry\"", static_cast<double>(p.retries));
+                   w.sample("remote_extra_requests_total", labels + ",kind=\"hedge\"", static_cast<double>(p.hedges));
+                 });
+    per_endpoint("remote_in_flight", "gauge", "Requests waiting for a remote endpoint now.",
+                 [&](const std::string& labels, const RemoteEndpointMetrics& p) {
+                   w.sample("remote_in_flight", labels, static_cast<double>(p.in_flight));
+                 });
+    per_endpoint("remote_ejected", "gauge", "1 while a remote endpoint is left out after consecutive failures.",
+                 [&](const std::string& labels, const RemoteEndpointMetrics& p) {
+                   w.sample("remote_ejected", labels, p.ejected ? 1.0 : 0.0);
+                 });
+    per_endpoint("remote_ejections_total", "counter", "Times a remote endpoint was left out.",
+                 [&](const std::string& labels, const RemoteEndpointMetrics& p) {
+                   w.sample("remote_ejections_total", labels, static_cast<double>(p.ejections));
+                 });
+    per_endpoint("remote_latency_seconds", "summary", "Latency of a remote endpoint's successful requests.",
+                 [&](const std::string& labels, const RemoteEndpointMetrics& p) {
+                   w.sample("remote_latency_seconds", labels + ",quantile=\"0.5\"", seconds(p.latency.p50));
+                   w.sample("remote_latency_seconds", labels + ",quantile=\"0.99\"", seconds(p.latency.p99));
+                   w.sample("remote_latency_seconds_sum", labels, seconds(p.latency.sum));
+                   w.sample("remote_latency_seconds_count", labels, static_cast<double>(p.latency.count));
+                 });
+  }
   w.single("recent_p99_seconds", "gauge", "p99 of total latency in the latest closed window.", seconds(anomaly.recent_p99));
   w.single("baseline_p99_seconds", "gauge", "Moving baseline of the windows' p99.", seconds(anomaly.baseline_p99));
   return w.take();

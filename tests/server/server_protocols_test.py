@@ -44,9 +44,10 @@ class Server:
     """A rapidqa-server on free loopback ports, stopped (and its exit code
     kept) when the block ends."""
 
-    def __init__(self, *args, tls=False, env=None):
+    def __init__(self, *args, tls=False, env=None, certificate=None):
         self.args = list(args)
-        self.tls = tls
+        self.tls = tls or certificate is not None
+        self.certificate = certificate  # (cert, key) to reuse across restarts
         self.env = env
         self.stderr_path = None
 
@@ -58,7 +59,7 @@ class Server:
             f.write(TOKEN + "\n")
         args = [SERVER, "--port", "0", "--token-file", token_file, "--access-log", os.path.join(work, "access.log")]
         if self.tls:
-            self.cert, self.key = make_certificate(work)
+            self.cert, self.key = self.certificate or make_certificate(work)
             args += ["--tls-cert", self.cert, "--tls-key", self.key]
         else:
             args += ["--plain"]
@@ -119,7 +120,8 @@ def make_certificate(work, name="cert"):
     cert = os.path.join(work, name + ".pem")
     key = os.path.join(work, name + ".key")
     subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", cert,
-                    "-days", "2", "-subj", "/CN=" + name], check=True, capture_output=True)
+                    "-days", "2", "-subj", "/CN=" + name,
+                    "-addext", "subjectAltName=IP:127.0.0.1,DNS:" + name], check=True, capture_output=True)
     return cert, key
 
 
@@ -383,9 +385,11 @@ def case_slow_answer_is_not_a_slow_client():
     # The client timeout cuts off silent clients, not requests the server
     # is still working on: a batch that takes longer than the timeout is
     # answered on every protocol.
-    with Server("--client-timeout-s", "1", "--max-batch", "40000", "--max-body-bytes", "4000000", "--workers",
+    # Sized to take several times the timeout on a fast machine (a fresh
+    # machine answered 36,000 in 1.5 s).
+    with Server("--client-timeout-s", "1", "--max-batch", "100000", "--max-body-bytes", "8000000", "--workers",
                 "1") as s:
-        questions = ["slow answer question %d about parcels" % i for i in range(36000)]
+        questions = ["slow answer question %d about parcels" % i for i in range(90000)]
         path = body_file(json.dumps({"questions": questions, "use_cache": False}))
         for flag, h2 in (("--http1.1", False), ("--http2-prior-knowledge", True)):
             started = time.time()
@@ -500,6 +504,50 @@ def case_embeddings_and_kserve_over_http():
         check(abs(out["data"][0] - data[0]["embedding"][0]) < 1e-6, "KServe and OpenAI routes agree")
         status, _, body = curl(s.url("/metrics"))
         check(status == 200 and "# TYPE" in body, body[:200])
+
+
+def case_remote_encoder_through_another_server():
+    """A server whose encoder is another rapidqa-server (over TLS, with its
+    token): answers through it, degrades while the host is down, recovers
+    when it is back."""
+    work = tempfile.mkdtemp(prefix="remote-", dir=WORK)
+    certificate = make_certificate(work, "host")
+    token_file = os.path.join(work, "token")
+    with open(token_file, "w") as f:
+        f.write(TOKEN + "\n")
+    host = Server("--protect-ask", certificate=certificate).__enter__()
+    host_port = host.port
+    try:
+        with Server("--remote-encoder", "https://127.0.0.1:%d" % host_port, "--remote-model", "rapidqa-encoder",
+                    "--remote-ca-file", certificate[0], "--remote-token-file", token_file) as s:
+            fresh = ask_body("How can I reset my password", use_cache=False)
+            status, _, body = curl(s.url("/v1/ask"), "-H", "x-request-timeout-ms: 2000", data=fresh)
+            answer = json.loads(body)
+            check(status == 200 and not answer["degraded"] and answer["tier"] == "knowledge", body)
+            status, _, metrics = curl(s.url("/metrics"))
+            check('rapidqa_remote_requests_total{engine="remote-openai:rapidqa-encoder",endpoint="https://127.0.0.1:%d",'
+                  'outcome="ok"}' % host_port in metrics, metrics[-2000:])
+            host.process.kill()
+            host.process.wait()
+            for _ in range(6):
+                status, _, body = curl(s.url("/v1/ask"), "-H", "x-request-timeout-ms: 1000", data=fresh)
+                down = json.loads(body)
+                check(status == 200 and down["degraded"], body)
+                check(down["matches"][0]["entry_id"] == answer["matches"][0]["entry_id"], body)
+            status, _, metrics = curl(s.url("/metrics"))
+            check('rapidqa_remote_breaker_state{engine="remote-openai:rapidqa-encoder"} 1' in metrics,
+                  "the breaker is open: " + metrics[-2000:])
+            host.__exit__(None, None, None)
+            host = Server("--protect-ask", "--port", str(host_port), certificate=certificate).__enter__()
+            deadline = time.time() + 15
+            while True:
+                status, _, body = curl(s.url("/v1/ask"), "-H", "x-request-timeout-ms: 2000", data=fresh)
+                if status == 200 and not json.loads(body)["degraded"]:
+                    break
+                check(time.time() < deadline, "no answer from the model after the host came back: " + body)
+                time.sleep(0.2)
+    finally:
+        host.__exit__(None, None, None)
 
 
 def case_sigterm_drains_requests_in_flight():

@@ -1,0 +1,214 @@
+#include "remote/embedding_protocol.h"
+
+#include <fmt/format.h>
+
+#include <nlohmann/json.hpp>
+#include <openssl/evp.h>
+#include <simdjson.h>
+
+#include <cstring>
+
+namespace rapidqa::remote {
+
+namespace {
+
+using json = nlohmann::json;
+
+// A model name as one URL path segment.
+std::string escape_segment(const std::string& s) {
+  std::string out;
+  for (unsigned char c : s) {
+    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
+      out += static_cast<char>(c);
+    } else {
+      out += fmt::format("%{:02X}", c);
+    }
+  }
+  return out;
+}
+
+// A base64 string of little-endian float32s, as OpenAI's encoding_format
+// "base64" sends them.
+bool append_base64_floats(const std::string& text, std::vector<float>& out) {
+  if (text.empty() || text.size() % 4 != 0) return false;
+  std::string bytes(text.size() / 4 * 3, '\0');
+  const int n = EVP_DecodeBlock(reinterpret_cast<unsigned char*>(bytes.data()),
+                                reinterpret_cast<const unsigned char*>(text.data()), static_cast<int>(text.size()));
+  if (n < 0) return false;
+  // EVP_DecodeBlock counts the padding as zero bytes: take them off.
+  std::size_t size = static_cast<std::size_t>(n);
+  for (std::size_t i = text.size(); i > 0 && text[i - 1] == '=' && size > 0; --i) --size;
+  if (size % sizeof(float) != 0) return false;
+  const std::size_t first = out.size();
+  out.resize(first + size / sizeof(float));
+  std::memcpy(out.data() + first, bytes.data(), size);
+  return true;
+}
+
+Status check_length(std::size_t got, std::size_t& dimension, std::size_t row) {
+  if (got == 0) return Status::data_loss(fmt::format("vector {} of the answer is empty", row));
+  if (dimension == 0) dimension = got;
+  if (got != dimension) {
+    return Status::data_loss(fmt::format("vector {} of the answer has {} values, not {}", row, got, dimension));
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+std::string EmbeddingProtocol::path() const {
+  if (protocol == RemoteProtocol::kOpenAIEmbeddings) return "/v1/embeddings";
+  return "/v2/models/" + escape_segment(model) + "/infer";
+}
+
+std::string EmbeddingProtocol::request_body(const std::vector<std::string>& texts) const {
+  json body;
+  if (protocol == RemoteProtocol::kOpenAIEmbeddings) {
+    body = {{"model", model}, {"input", texts}, {"encoding_format", base64_vectors ? "base64" : "float"}};
+  } else {
+    body = {{"inputs", {{{"name", kserve_input}, {"shape", {texts.size()}}, {"datatype", "BYTES"}, {"data", texts}}}}};
+    if (!kserve_output.empty()) body["outputs"] = {{{"name", kserve_output}}};
+  }
+  // Text that is not UTF-8 is replaced, never sent as invalid JSON.
+  return body.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+namespace {
+
+using simdjson::dom::array;
+using simdjson::dom::element;
+using simdjson::dom::object;
+
+// Appends a tensor's numbers (nested arrays flattened, as KServe allows).
+bool append_numbers(element v, std::vector<float>& out) {
+  double d;
+  if (v.get_double().get(d) == simdjson::SUCCESS) {
+    out.push_back(static_cast<float>(d));
+    return true;
+  }
+  array a;
+  if (v.get_array().get(a) != simdjson::SUCCESS) return false;
+  for (element x : a) {
+    if (!append_numbers(x, out)) return false;
+  }
+  return true;
+}
+
+std::string_view string_or_empty(object o, const char* key) {
+  std::string_view v;
+  if (o[key].get_string().get(v) != simdjson::SUCCESS) return {};
+  return v;
+}
+
+// One parser per thread: its buffers are reused from answer to answer.
+simdjson::dom::parser& thread_parser() {
+  thread_local simdjson::dom::parser parser;
+  return parser;
+}
+
+}  // namespace
+
+// Answers are read with simdjson: a batch of vectors is tens to hundreds of
+// kilobytes of JSON, which a character-at-a-time parser reads at a fraction
+// of a millisecond per request, more than the rest of the network path.
+Status EmbeddingProtocol::read_vectors(const std::string& body, std::size_t count, std::size_t& dimension,
+                                       std::vector<float>& out) const {
+  element doc;
+  object root;
+  if (thread_parser().parse(body).get(doc) != simdjson::SUCCESS || doc.get_object().get(root) != simdjson::SUCCESS) {
+    return Status::data_loss("the answer is not a JSON object");
+  }
+  out.clear();
+  if (protocol == RemoteProtocol::kOpenAIEmbeddings) {
+    array data;
+    if (root["data"].get_array().get(data) != simdjson::SUCCESS) return Status::data_loss("the answer has no 'data' array");
+    if (data.size() != count) {
+      return Status::data_loss(fmt::format("the answer holds {} embeddings for {} texts", data.size(), count));
+    }
+    std::vector<std::vector<float>> rows(count);
+    std::vector<bool> seen(count, false);
+    std::size_t k = 0;
+    for (element item_element : data) {
+      object item;
+      if (item_element.get_object().get(item) != simdjson::SUCCESS) {
+        return Status::data_loss("an item of 'data' is not an object");
+      }
+      std::size_t index = k++;
+      element index_element;
+      if (item["index"].get(index_element) == simdjson::SUCCESS) {
+        uint64_t i;
+        if (index_element.get_uint64().get(i) != simdjson::SUCCESS || i >= count) {
+          return Status::data_loss("an item of 'data' has an index outside the texts sent");
+        }
+        index = static_cast<std::size_t>(i);
+      }
+      if (seen[index]) return Status::data_loss(fmt::format("the answer has index {} twice", index));
+      seen[index] = true;
+      element e;
+      std::string_view text;
+      bool read = item["embedding"].get(e) == simdjson::SUCCESS;
+      if (read && e.get_string().get(text) == simdjson::SUCCESS) {
+        read = append_base64_floats(std::string(text), rows[index]);
+      } else if (read) {
+        read = e.is_array() && append_numbers(e, rows[index]);
+      }
+      if (!read) return Status::data_loss("an item of 'data' has no 'embedding' (numbers, or base64 float32s)");
+      if (Status s = check_length(rows[index].size(), dimension, index); !s.is_ok()) return s;
+    }
+    out.reserve(count * dimension);
+    for (const auto& r : rows) out.insert(out.end(), r.begin(), r.end());
+    return Status::ok();
+  }
+  array outputs;
+  if (root["outputs"].get_array().get(outputs) != simdjson::SUCCESS) {
+    return Status::data_loss("the answer has no 'outputs' array");
+  }
+  object tensor;
+  bool found = false;
+  for (element o : outputs) {
+    object candidate;
+    if (o.get_object().get(candidate) != simdjson::SUCCESS) continue;
+    const bool named = !kserve_output.empty() && string_or_empty(candidate, "name") == kserve_output;
+    const bool first_fp32 = kserve_output.empty() && string_or_empty(candidate, "datatype") == "FP32";
+    if (named || first_fp32) {
+      tensor = candidate;
+      found = true;
+      break;
+    }
+  }
+  if (!found) {
+    return Status::data_loss(kserve_output.empty() ? std::string("the answer has no FP32 output")
+                                                   : "the answer has no output '" + kserve_output + "'");
+  }
+  if (string_or_empty(tensor, "datatype") != "FP32") return Status::data_loss("the output's datatype is not FP32");
+  array shape;
+  uint64_t rows = 0, columns = 0;
+  if (tensor["shape"].get_array().get(shape) != simdjson::SUCCESS || shape.size() != 2 ||
+      shape.at(0).get_uint64().get(rows) != simdjson::SUCCESS ||
+      shape.at(1).get_uint64().get(columns) != simdjson::SUCCESS) {
+    return Status::data_loss("the output's shape is not [texts, dimension]");
+  }
+  if (rows != count) return Status::data_loss(fmt::format("the output holds {} vectors for {} texts", rows, count));
+  if (Status s = check_length(static_cast<std::size_t>(columns), dimension, 0); !s.is_ok()) return s;
+  element data;
+  if (tensor["data"].get(data) != simdjson::SUCCESS || !data.is_array() || !append_numbers(data, out)) {
+    return Status::data_loss("the output has no numeric 'data'");
+  }
+  if (out.size() != count * dimension) {
+    return Status::data_loss(fmt::format("the output holds {} values, its shape says {}", out.size(), count * dimension));
+  }
+  return Status::ok();
+}
+
+std::string error_message(const std::string& body) {
+  const json doc = json::parse(body, nullptr, false);
+  if (doc.is_object()) {
+    if (const auto e = doc.find("error"); e != doc.end()) {
+      if (e->is_string()) return e->get<std::string>();
+      if (e->is_object() && e->contains("message") && (*e)["message"].is_string()) return (*e)["message"].get<std::string>();
+    }
+  }
+  return body.substr(0, 200);
+}
+
+}  // namespace rapidqa::remote
