@@ -40,6 +40,7 @@ struct Options {
   double seconds = 5;
   std::vector<int> clients = {8, 32, 128};
   int batch_workers = 4;
+  int batch_delay_us = 2000;
 };
 
 void usage(std::FILE* to) {
@@ -55,7 +56,8 @@ void usage(std::FILE* to) {
                "  --calls N       sequential encode calls per size and side (2000)\n"
                "  --seconds S     length of each engine run (5)\n"
                "  --clients A,B   asking threads in the engine runs, one run per count (8,32,128)\n"
-               "  --batch-workers N  batches the engine's batcher sends at once (4: the work is the host's)\n");
+               "  --batch-workers N  batches the engine's batcher sends at once (4: the work is the host's)\n"
+               "  --batch-delay-us N longest wait for a fuller batch (2000, the engine's default)\n");
 }
 
 double percentile(std::vector<double> v, double p) {
@@ -142,11 +144,13 @@ EngineRun drive(rapidqa::QAEngine& engine, const std::vector<std::string>& quest
 }
 
 std::unique_ptr<rapidqa::QAEngine> engine_with(std::shared_ptr<rapidqa::Encoder> encoder, bool batch,
-                                               const std::string& kb, int batch_workers = 1) {
+                                               const std::string& kb, int batch_workers = 1,
+                                               int batch_delay_us = 2000) {
   rapidqa::EngineOptions o;
   o.encoder = std::move(encoder);
   o.batch_encoder = batch;
   o.encoder_batching.workers = static_cast<std::size_t>(batch_workers);
+  o.encoder_batching.max_queue_delay = std::chrono::microseconds(batch_delay_us);
   auto engine = rapidqa::QAEngine::create(o);
   if (!engine || !(*engine)->load_knowledge(kb)) {
     std::fprintf(stderr, "rapidqa-remote-bench: cannot make the engine\n");
@@ -174,7 +178,7 @@ int run(const Options& o) {
     return 1;
   }
   std::shared_ptr<rapidqa::RemoteEncoder> encoder = std::move(remote).value();
-  auto batched = engine_with(encoder, true, o.kb, o.batch_workers);
+  auto batched = engine_with(encoder, true, o.kb, o.batch_workers, o.batch_delay_us);
   auto unbatched = engine_with(encoder, false, o.kb);
   std::printf("measure,round,side,texts_per_call,clients,answers_per_s,p50_ms,p99_ms,degraded\n");
   for (int round = 1; round <= o.rounds; ++round) {
@@ -231,6 +235,7 @@ int main(int argc, char** argv) {
         at = comma + 1;
       }
     }
+    else if (arg == "--batch-delay-us") o.batch_delay_us = std::clamp(std::atoi(v.c_str()), 0, 1000000);
     else if (arg == "--batch-workers") o.batch_workers = std::clamp(std::atoi(v.c_str()), 1, 64);
     else {
       std::fprintf(stderr, "rapidqa-remote-bench: unknown option %s\n", arg.c_str());

@@ -4,11 +4,13 @@
 # rapidqa-remote-bench against it, and writes OUT/results.csv with the
 # machine named in OUT/machine.txt.
 # Usage: benchmarks/run_remote_overhead.sh [BUILD_DIR] [OUT_DIR]
-# Environment: ROUNDS (2), DURATION (5 s per engine run), CLIENTS (8,32,128), CALLS (2000).
+# Environment: ROUNDS (2), DURATION (5 s per engine run), CLIENTS (8,32,128), CALLS (2000),
+# BATCH_WORKERS (4) and BATCH_DELAY_US (300): the batcher settings docs/remote.md suggests for a
+# remote encoder (the engine's defaults, 1 and 2000, suit an in-process model).
 set -euo pipefail
 build=${1:-build}
 out=${2:-/tmp/remote-overhead}
-case "$build" in --help|-h) sed -n '2,8p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;; esac
+case "$build" in --help|-h) sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;; esac
 here=$(cd "$(dirname "$0")/.." && pwd)
 kb=$here/examples/data/faq.jsonl
 mkdir -p "$out"
@@ -25,4 +27,5 @@ port=$(sed -n 's/.*listening on http:\/\/127.0.0.1:\([0-9]*\) (HTTP\/1.1.*/\1/p'
 [ -n "$port" ] || { echo "the host did not start: $(cat "$out/host.log")" >&2; exit 1; }
 "$build/benchmarks/rapidqa-remote-bench" --endpoint "http://127.0.0.1:$port" --kb "$kb" \
   --rounds "${ROUNDS:-2}" --seconds "${DURATION:-5}" --clients "${CLIENTS:-8,32,128}" --calls "${CALLS:-2000}" \
+  --batch-workers "${BATCH_WORKERS:-4}" --batch-delay-us "${BATCH_DELAY_US:-300}" \
   | tee "$out/results.csv"
