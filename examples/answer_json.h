@@ -25,6 +25,7 @@ inline nlohmann::json answer_to_json(const Answer& a) {
           {"score", a.score},
           {"tier", answer_tier_name(a.tier)},
           {"degraded", a.degraded},
+          {"generated", a.generated},
           {"degraded_reason", a.degraded_reason},
           {"matches", matches},
           {"stage_us", stages},

@@ -75,6 +75,7 @@ struct Answer {
   std::string degraded_reason;     // why, when degraded; empty otherwise
   StageTimings timings;            // this request's per-stage latency
   std::optional<ExtractedSpan> extracted;  // set when a reader produced the text
+  bool generated = false;          // the text was written by the generator from the matched entries
   // Cosine of the nearest question in the semantic cache when it was looked
   // up (-1: not looked up, or nothing cached), to watch and tune the
   // threshold; and why a close question was refused as a near miss.

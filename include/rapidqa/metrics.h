@@ -131,6 +131,15 @@ struct RemoteEngineMetrics {
   std::vector<RemoteEndpointMetrics> endpoints;
 };
 
+// Generated answers (EngineOptions::generator), as the generator counted.
+struct GenerationMetrics {
+  std::uint64_t generations = 0;        // completed
+  std::uint64_t failures = 0;           // failed or given up (the engine then fell back or failed the ask)
+  std::uint64_t prompt_tokens = 0;      // as the engine reported them
+  std::uint64_t completion_tokens = 0;
+  LatencySummary time_to_first_token;   // of the generations that produced text
+};
+
 struct RAPIDQA_EXPORT MetricsSnapshot {
   std::array<LatencySummary, kStageCount> stages{};  // indexed by Stage
   std::uint64_t asks = 0;             // ask calls that returned an Answer
@@ -145,7 +154,8 @@ struct RAPIDQA_EXPORT MetricsSnapshot {
   LatencyAnomaly anomaly;
   ChangeRelayMetrics relay;
   RebuildMetrics rebuilds;
-  std::vector<RemoteEngineMetrics> remote_engines;  // remote model engines the encoder calls
+  std::vector<RemoteEngineMetrics> remote_engines;  // remote model engines the encoder and generator call
+  GenerationMetrics generation;
 
   const LatencySummary& stage(Stage s) const { return stages[static_cast<std::size_t>(s)]; }
   [[deprecated("use result_cache.hit_ratio()")]] double result_cache_hit_ratio() const { return result_cache.hit_ratio(); }

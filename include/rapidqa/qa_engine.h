@@ -40,6 +40,7 @@
 #include "rapidqa/encoder.h"
 #include "rapidqa/engine_tuning.h"
 #include "rapidqa/export.h"
+#include "rapidqa/generator.h"
 #include "rapidqa/hashing_encoder.h"
 #include "rapidqa/knowledge_entry.h"
 #include "rapidqa/knowledge_file.h"
@@ -96,6 +97,11 @@ struct EngineOptions {
   // nothing, gives the FAQ answer. Null: FAQ answers only.
   std::shared_ptr<Reader> reader;
   std::size_t reader_passages = 3;         // best entries whose contexts the reader reads
+  // A generator (RemoteGenerator: an LLM behind the OpenAI chat API): when
+  // set, answers that retrieval finds are generated from the best
+  // entries, and the caches hold them like any answer (see generator.h).
+  std::shared_ptr<Generator> generator;
+  std::size_t generator_sources = 3;       // best entries (above min_answer_score) given to it
 
   NormalizeOptions normalize;              // question normalisation and size limit
   // The three cache tiers, looked up in this order. Each has its own TTL
@@ -170,6 +176,11 @@ struct AskOptions {
   // fraction of a millisecond).
   std::chrono::milliseconds timeout{0};
   BatchPriority priority = BatchPriority::kNormal;  // in the model's queue
+  // The answer's text as it is written: with a generator, each piece as it
+  // arrives; otherwise (a cached or FAQ answer) the whole text in one call
+  // before ask returns. Return false to stop a generation. Called on the
+  // asking thread.
+  TokenCallback on_token;
 };
 
 struct KnowledgeLoadReport {

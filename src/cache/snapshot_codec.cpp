@@ -56,6 +56,7 @@ nlohmann::json answer_to_json(const Answer& a) {
     j["extracted"] = {{"id", a.extracted->entry_id}, {"begin", a.extracted->begin}, {"end", a.extracted->end},
                       {"score", a.extracted->score}, {"probability", a.extracted->probability}};
   }
+  if (a.generated) j["generated"] = true;
   return j;
 }
 
@@ -73,6 +74,7 @@ Answer answer_from_json(const nlohmann::json& j) {
                                 e.at("end").get<std::size_t>(), e.at("score").get<float>(),
                                 e.at("probability").get<float>()};
   }
+  if (j.contains("generated")) a.generated = j.at("generated").get<bool>();
   return a;
 }
 

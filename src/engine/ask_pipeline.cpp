@@ -57,6 +57,7 @@ struct AskPipeline::Request {
   float min_score = 0;
   std::optional<Clock::time_point> deadline;
   std::vector<float> vector;
+  bool streamed = false;       // on_token has been given generated text
   float nearest_cached = -1;   // the semantic tier's nearest question
   std::string near_miss;       // why the semantic tier refused a close question
 };
@@ -67,6 +68,9 @@ Status AskPipeline::fail(Status why) {
 }
 
 Result<Answer> AskPipeline::finish(Request& request, Answer answer) {
+  // A caller that streams gets every answer through on_token: one that was
+  // not generated for it arrives whole.
+  if (request.options.on_token && !request.streamed && !answer.text.empty()) request.options.on_token(answer.text);
   answer.timings = request.timings;
   answer.timings[Stage::kTotal] =
       std::chrono::duration_cast<std::chrono::nanoseconds>(SteadyTime::now() - request.started);
@@ -97,7 +101,9 @@ Result<Answer> AskPipeline::ask(std::string_view question, const AskOptions& opt
   if (Status encoded = encode(request, degraded); !encoded.is_ok()) return fail(encoded);
   if (degraded) return finish(request, std::move(*degraded));
   if (auto hit = lookup_semantic_tier(request)) return finish(request, std::move(*hit));
-  return finish(request, retrieve_and_read(request));
+  auto answer = retrieve_and_read(request);
+  if (!answer) return fail(answer.status());
+  return finish(request, std::move(answer).value());
 }
 
 std::optional<Answer> AskPipeline::ask_cached(std::string_view question, const AskOptions& options) {
@@ -185,7 +191,7 @@ std::optional<Answer> AskPipeline::lookup_semantic_tier(Request& request) {
   return std::move(cached.answer);
 }
 
-Answer AskPipeline::retrieve_and_read(Request& request) {
+Result<Answer> AskPipeline::retrieve_and_read(Request& request) {
   const EngineOptions& engine = *parts_.options;
   const auto matches = parts_.knowledge->base().search(request.vector.data(), std::max<std::size_t>(request.top_k, 1));
   request.timer.finish(Stage::kRetrieve);
@@ -193,7 +199,13 @@ Answer AskPipeline::retrieve_and_read(Request& request) {
   Answer answer = answer_from_matches(matches, request.min_score, engine.fallback_answer);
   answer.nearest_cached_similarity = request.nearest_cached;
   answer.near_miss_reason = request.near_miss;
-  if (engine.reader && answer.tier == AnswerTier::kKnowledge) {
+  bool cacheable = true;
+  if (engine.generator && answer.tier == AnswerTier::kKnowledge) {
+    auto unchanged = generate_answer(request, matches, answer);  // `matches` is stale after this
+    request.timer.finish(Stage::kInfer);
+    if (!unchanged) return unchanged.status();
+    cacheable = *unchanged;
+  } else if (engine.reader && answer.tier == AnswerTier::kKnowledge) {
     if (request.deadline && engine.clock->now() >= *request.deadline) {
       answer.degraded = true;
       answer.degraded_reason = "the deadline passed before the reader ran: FAQ answer given";
@@ -202,14 +214,57 @@ Answer AskPipeline::retrieve_and_read(Request& request) {
     }
     request.timer.finish(Stage::kInfer);
   }
-  if (answer.matches.size() > request.top_k) answer.matches.resize(request.top_k);
+  if (answer.matches.size() > request.top_k && !answer.generated) answer.matches.resize(request.top_k);
   // A fallback is never cached: a later entry may answer the question.
-  // Neither is an answer the reader failed on: the next ask should read.
-  if (answer.tier == AnswerTier::kKnowledge && !answer.degraded) {
+  // Neither is an answer the reader or the generator failed on: the next
+  // ask should try again.
+  if (answer.tier == AnswerTier::kKnowledge && !answer.degraded && cacheable) {
     parts_.tiers->fill(request.use, request.key, request.vector.data(), answer, cache_ttl_of(answer));
   }
   request.timer.finish(Stage::kPostprocess);
   return answer;
+}
+
+Result<bool> AskPipeline::generate_answer(Request& request, const std::vector<KnowledgeMatch>& matches, Answer& answer) {
+  const EngineOptions& engine = *parts_.options;
+  // The sources, copied: the entries may change while the lock is released.
+  std::vector<GenerationSource> sources;
+  std::vector<EntryMatch> provenance;
+  for (const auto& m : matches) {
+    if (sources.size() == engine.generator_sources || m.similarity < request.min_score) break;
+    sources.push_back({m.entry->id, m.entry->question, m.entry->answer, m.entry->context});
+  }
+  // The answer's provenance is every entry the generator read.
+  for (std::size_t i = 0; i < sources.size() && i < answer.matches.size(); ++i) provenance.push_back(answer.matches[i]);
+  std::chrono::nanoseconds time_left = std::chrono::nanoseconds::max();
+  if (request.deadline) time_left = *request.deadline - engine.clock->now();
+  const std::string question(request.question);
+  request.knowledge_lock.unlock();
+  GenerationResult generated;
+  bool streamed = false;
+  const Status s = time_left.count() <= 0
+                       ? Status::deadline_exceeded("the deadline passed before the generator ran")
+                       : engine.generator->generate(question, sources, time_left, request.options.on_token, generated,
+                                                    streamed);
+  request.knowledge_lock.lock();
+  request.streamed = streamed;
+  if (!s.is_ok()) {
+    // Text already reached the caller: another answer must not follow it.
+    if (streamed) return Status(s.code(), "the generation failed after it began: " + s.message());
+    answer.degraded = true;
+    answer.degraded_reason = "generation failed, FAQ answer given: " + s.message();
+    return true;
+  }
+  answer.text = std::move(generated.text);
+  answer.generated = true;
+  answer.matches = std::move(provenance);
+  // Cached only when every source is still at the version it was read at.
+  const KnowledgeBase& knowledge = parts_.knowledge->base();
+  for (const auto& m : answer.matches) {
+    const KnowledgeEntry* now = knowledge.find(m.entry_id);
+    if (!now || now->version != m.version) return false;
+  }
+  return true;
 }
 
 // A reader failure keeps the FAQ answer and says so: the request still gets

@@ -56,10 +56,15 @@ class AskPipeline {
   // error. Called with the knowledge lock held; may release it meanwhile.
   Status encode(Request& request, std::optional<Answer>& degraded);
   std::optional<Answer> lookup_semantic_tier(Request& request);
-  Answer retrieve_and_read(Request& request);
+  Result<Answer> retrieve_and_read(Request& request);
   // Replaces the FAQ answer with the span the reader finds in the context
   // passages of the best entries.
   void read_answer(Request& request, const std::vector<KnowledgeMatch>& matches, Answer& answer) const;
+  // The generated answer from the best matches. Releases the knowledge
+  // lock while the generator writes (seconds) and takes it again; returns
+  // whether the sources are still at the versions it was given (else the
+  // answer is not cached). Fails only when text had reached on_token.
+  Result<bool> generate_answer(Request& request, const std::vector<KnowledgeMatch>& matches, Answer& answer);
   // The shortest cache_ttl of the entries whose text the answer serves
   // (0: the tiers' own).
   std::chrono::milliseconds cache_ttl_of(const Answer& answer) const;

@@ -84,6 +84,9 @@ Status validate_engine_options(const EngineOptions& o) {
   if (o.knowledge_search_breadth <= 0) return Status::invalid_argument("knowledge_search_breadth must be positive");
   if (o.normalize.max_bytes == 0) return Status::invalid_argument("normalize.max_bytes must be positive");
   if (o.reader && o.reader_passages == 0) return Status::invalid_argument("reader_passages must be at least 1");
+  if (o.generator && (o.generator_sources == 0 || o.generator_sources > kMaxTopK)) {
+    return Status::invalid_argument(fmt::format("generator_sources must be in [1, {}]", kMaxTopK));
+  }
   if (!(o.degradation.queue_saturation > 0.0 && o.degradation.queue_saturation <= 1.0)) {
     return Status::invalid_argument(
         fmt::format("degradation.queue_saturation {} is outside (0, 1]", o.degradation.queue_saturation));

@@ -463,6 +463,7 @@ MetricsSnapshot QAEngine::metrics() const {
   impl_->tiers->add_stats(snapshot);
   if (impl_->batching) impl_->batching->add_stats(snapshot);
   impl_->encoder->add_metrics(snapshot);
+  if (impl_->options.generator) impl_->options.generator->add_metrics(snapshot);
   if (impl_->replication) impl_->replication->add_stats(snapshot);
   return snapshot;
 }

@@ -171,6 +171,20 @@ std::string MetricsSnapshot::format_prometheus() const {
   w.single("redis_changes_queued", "gauge", "This instance's changes waiting for Redis.", static_cast<double>(relay.queued));
   w.single("redis_gaps_total", "counter", "Times every cached answer was dropped because changes may have been missed.",
            static_cast<double>(relay.gaps));
+  if (generation.generations + generation.failures > 0) {
+    w.family("generations_total", "counter", "Generated answers, by outcome.");
+    w.sample("generations_total", "outcome=\"ok\"", static_cast<double>(generation.generations));
+    w.sample("generations_total", "outcome=\"failed\"", static_cast<double>(generation.failures));
+    w.family("generation_tokens_total", "counter", "Tokens the generator's engine reported, by kind.");
+    w.sample("generation_tokens_total", "kind=\"prompt\"", static_cast<double>(generation.prompt_tokens));
+    w.sample("generation_tokens_total", "kind=\"completion\"", static_cast<double>(generation.completion_tokens));
+    w.family("generation_time_to_first_token_seconds", "summary", "From the request to the first generated text.");
+    const LatencySummary& t = generation.time_to_first_token;
+    w.sample("generation_time_to_first_token_seconds", "quantile=\"0.5\"", seconds(t.p50));
+    w.sample("generation_time_to_first_token_seconds", "quantile=\"0.99\"", seconds(t.p99));
+    w.sample("generation_time_to_first_token_seconds_sum", "", seconds(t.sum));
+    w.sample("generation_time_to_first_token_seconds_count", "", static_cast<double>(t.count));
+  }
   if (!remote_engines.empty()) {
     w.family("remote_breaker_state", "gauge", "A remote model engine's circuit breaker: 0 closed, 1 open, 2 half-open.");
     for (const auto& e : remote_engines) {

@@ -10,14 +10,10 @@
 
 namespace rapidqa::remote {
 
-namespace {
-
 void global_init_once() {
   static std::once_flag once;
   std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
 }
-
-}  // namespace
 
 struct HttpLane::Transfer {
   CURL* easy = nullptr;
@@ -45,21 +41,59 @@ struct HttpLane::Transfer {
 
   static size_t on_header(char* data, size_t size, size_t count, void* self_ptr) {
     auto* self = static_cast<Transfer*>(self_ptr);
-    const size_t n = size * count;
-    static constexpr char kRetryAfter[] = "retry-after:";
-    const size_t prefix = sizeof(kRetryAfter) - 1;
-    if (n > prefix && strncasecmp(data, kRetryAfter, prefix) == 0) {
-      const std::string value(data + prefix, n - prefix);
-      char* end = nullptr;
-      const long seconds = std::strtol(value.c_str(), &end, 10);
-      // Seconds only; an HTTP date is read as "no hint".
-      if (end != value.c_str() && seconds >= 0 && seconds < 86400) {
-        self->response.retry_after = std::chrono::milliseconds(seconds * 1000);
-      }
-    }
-    return n;
+    if (auto hint = retry_after_header(data, size * count)) self->response.retry_after = hint;
+    return size * count;
   }
 };
+
+std::optional<std::chrono::milliseconds> retry_after_header(const char* data, std::size_t n) {
+  static constexpr char kRetryAfter[] = "retry-after:";
+  const std::size_t prefix = sizeof(kRetryAfter) - 1;
+  if (n <= prefix || strncasecmp(data, kRetryAfter, prefix) != 0) return std::nullopt;
+  const std::string value(data + prefix, n - prefix);
+  char* end = nullptr;
+  const long seconds = std::strtol(value.c_str(), &end, 10);
+  // Seconds only; an HTTP date is read as "no hint".
+  if (end == value.c_str() || seconds < 0 || seconds >= 86400) return std::nullopt;
+  return std::chrono::milliseconds(seconds * 1000);
+}
+
+void set_post_options(void* handle, const HttpSettings& settings, const std::string& url, const std::string& body,
+                      curl_slist* headers, long timeout_ms) {
+  CURL* e = handle;
+  curl_easy_setopt(e, CURLOPT_URL, url.c_str());
+  curl_easy_setopt(e, CURLOPT_POST, 1L);
+  curl_easy_setopt(e, CURLOPT_POSTFIELDS, body.data());
+  curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(body.size()));
+  curl_easy_setopt(e, CURLOPT_HTTPHEADER, headers);
+  curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(e, CURLOPT_TCP_NODELAY, 1L);
+  curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, std::max<long>(1, timeout_ms));
+  curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(settings.connect_timeout.count()));
+  curl_easy_setopt(e, CURLOPT_PIPEWAIT, 1L);
+  if (settings.http_version) curl_easy_setopt(e, CURLOPT_HTTP_VERSION, settings.http_version);
+  // libcurl before 8.0 fails the second request on a reused h2c
+  // prior-knowledge connection ("Error in the HTTP2 framing layer", curl
+  // issue 10634): there, such a connection serves one request. h2 over TLS
+  // (ALPN) and HTTP/1.1 keep their connections.
+  static const bool h2c_reuse_broken = curl_version_info(CURLVERSION_NOW)->version_num < 0x080000;
+  if (h2c_reuse_broken && settings.http_version == CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE &&
+      url.rfind("http://", 0) == 0) {
+    curl_easy_setopt(e, CURLOPT_FORBID_REUSE, 1L);
+  }
+  if (!settings.ca_file.empty()) curl_easy_setopt(e, CURLOPT_CAINFO, settings.ca_file.c_str());
+  curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, settings.verify_tls ? 1L : 0L);
+  curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, settings.verify_tls ? 2L : 0L);
+  curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
+  curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
+}
+
+curl_slist* json_headers(const std::vector<std::string>& extra) {
+  curl_slist* list = curl_slist_append(nullptr, "Content-Type: application/json");
+  list = curl_slist_append(list, "Expect:");  // no 100-continue round trip for large bodies
+  for (const auto& h : extra) list = curl_slist_append(list, h.c_str());
+  return list;
+}
 
 HttpLane::HttpLane(HttpSettings settings) : settings_(std::move(settings)) {
   global_init_once();
@@ -87,45 +121,19 @@ void HttpLane::start(Transfer& t, const HttpRequest& request, SteadyTime deadlin
   CURL* e = t.easy;
   curl_easy_reset(e);
   if (t.headers) curl_slist_free_all(t.headers);
-  t.headers = curl_slist_append(nullptr, "Content-Type: application/json");
-  t.headers = curl_slist_append(t.headers, "Expect:");  // no 100-continue round trip for large bodies
-  for (const auto& h : request.headers) t.headers = curl_slist_append(t.headers, h.c_str());
+  t.headers = json_headers(request.headers);
   t.body = request.body;
   t.response = HttpResponse{};
   t.max_bytes = settings_.max_response_bytes;
   t.error[0] = '\0';
   t.started = std::chrono::steady_clock::now();
   const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - t.started).count();
-  curl_easy_setopt(e, CURLOPT_URL, request.url.c_str());
-  curl_easy_setopt(e, CURLOPT_POST, 1L);
-  curl_easy_setopt(e, CURLOPT_POSTFIELDS, t.body.data());
-  curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(t.body.size()));
-  curl_easy_setopt(e, CURLOPT_HTTPHEADER, t.headers);
+  set_post_options(e, settings_, request.url, t.body, t.headers, static_cast<long>(left));
   curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, &Transfer::on_body);
   curl_easy_setopt(e, CURLOPT_WRITEDATA, &t);
   curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, &Transfer::on_header);
   curl_easy_setopt(e, CURLOPT_HEADERDATA, &t);
   curl_easy_setopt(e, CURLOPT_ERRORBUFFER, t.error);
-  curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
-  curl_easy_setopt(e, CURLOPT_TCP_NODELAY, 1L);
-  curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, std::max<long>(1, static_cast<long>(left)));
-  curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(settings_.connect_timeout.count()));
-  curl_easy_setopt(e, CURLOPT_PIPEWAIT, 1L);
-  if (settings_.http_version) curl_easy_setopt(e, CURLOPT_HTTP_VERSION, settings_.http_version);
-  // libcurl before 8.0 fails the second request on a reused h2c
-  // prior-knowledge connection ("Error in the HTTP2 framing layer", curl
-  // issue 10634): there, such a connection serves one request. h2 over TLS
-  // (ALPN) and HTTP/1.1 keep their connections.
-  static const bool h2c_reuse_broken = curl_version_info(CURLVERSION_NOW)->version_num < 0x080000;
-  if (h2c_reuse_broken && settings_.http_version == CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE &&
-      request.url.rfind("http://", 0) == 0) {
-    curl_easy_setopt(e, CURLOPT_FORBID_REUSE, 1L);
-  }
-  if (!settings_.ca_file.empty()) curl_easy_setopt(e, CURLOPT_CAINFO, settings_.ca_file.c_str());
-  curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, settings_.verify_tls ? 1L : 0L);
-  curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, settings_.verify_tls ? 2L : 0L);
-  curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
-  curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
   curl_multi_add_handle(static_cast<CURLM*>(multi_), e);
   t.active = true;
 }

@@ -16,6 +16,8 @@
 #include <string>
 #include <vector>
 
+struct curl_slist;
+
 namespace rapidqa::remote {
 
 using SteadyTime = std::chrono::steady_clock::time_point;
@@ -44,6 +46,20 @@ struct HttpResponse {
   std::chrono::nanoseconds elapsed{0};
   bool succeeded() const { return error.empty() && status >= 200 && status < 300; }
 };
+
+// libcurl's global set-up, once per process (before any handle).
+void global_init_once();
+
+// The options every request sets on a curl easy handle (a CURL*): URL, a
+// JSON POST body and header list (both borrowed: they must outlive the
+// transfer), timeouts, TLS, the HTTP version.
+void set_post_options(void* easy, const HttpSettings& settings, const std::string& url, const std::string& body,
+                      curl_slist* headers, long timeout_ms);
+// The delay a "Retry-After: SECONDS" header line asks for (an HTTP date
+// is no hint), or nullopt for any other header line.
+std::optional<std::chrono::milliseconds> retry_after_header(const char* line, std::size_t length);
+// Content-Type: application/json, no Expect, then `extra` ("Name: value").
+curl_slist* json_headers(const std::vector<std::string>& extra);
 
 // A hedge to start: the request and a tag the caller knows it by.
 struct Hedge {

@@ -1,6 +1,5 @@
 #include "rapidqa/remote_encoder.h"
 
-#include <curl/curl.h>
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -11,6 +10,7 @@
 #include "remote/embedding_protocol.h"
 #include "remote/endpoint_set.h"
 #include "remote/http_lane.h"
+#include "remote/remote_calls.h"
 
 namespace rapidqa {
 
@@ -20,53 +20,15 @@ using remote::SteadyTime;
 using std::chrono::steady_clock;
 
 Status check_options(RemoteEncoderOptions& o) {
-  if (o.endpoints.empty()) return Status::invalid_argument("remote encoder: endpoints is empty");
-  for (auto& url : o.endpoints) {
-    if (url.rfind("http://", 0) != 0 && url.rfind("https://", 0) != 0) {
-      return Status::invalid_argument(fmt::format("remote encoder: endpoint '{}' is not an http:// or https:// URL", url));
-    }
-    while (!url.empty() && url.back() == '/') url.pop_back();
-  }
-  if (o.model.empty()) return Status::invalid_argument("remote encoder: model is required");
+  if (Status s = remote::check_common_options("remote encoder", o); !s.is_ok()) return s;
   if (o.protocol == RemoteProtocol::kKServeV2 && o.kserve_input.empty()) {
     return Status::invalid_argument("remote encoder: kserve_input is empty");
   }
   if (o.max_texts_per_request == 0) return Status::invalid_argument("remote encoder: max_texts_per_request must be positive");
-  if (o.connect_timeout.count() <= 0 || o.request_timeout.count() <= 0) {
-    return Status::invalid_argument("remote encoder: connect_timeout and request_timeout must be positive");
-  }
-  if (!(o.retry_budget_ratio >= 0 && o.retry_budget_ratio <= 1) || !(o.retry_budget_floor >= 0)) {
-    return Status::invalid_argument("remote encoder: retry_budget_ratio must be in [0, 1] and retry_budget_floor >= 0");
-  }
   if (!(o.hedge_percentile >= 0 && o.hedge_percentile < 1)) {
     return Status::invalid_argument("remote encoder: hedge_percentile must be in [0, 1) (0: no hedging)");
   }
-  if (o.breaker_window == 0 || o.breaker_min_calls == 0 || o.breaker_min_calls > o.breaker_window ||
-      !(o.breaker_failure_ratio > 0 && o.breaker_failure_ratio <= 1)) {
-    return Status::invalid_argument(
-        "remote encoder: breaker_min_calls must be in [1, breaker_window] and breaker_failure_ratio in (0, 1]");
-  }
-  for (const auto& h : o.extra_headers) {
-    if (h.find(':') == std::string::npos || h.find_first_of("\r\n") != std::string::npos) {
-      return Status::invalid_argument(fmt::format("remote encoder: extra header '{}' is not one 'Name: value' line", h));
-    }
-  }
-  if (o.bearer_token.find_first_of("\r\n") != std::string::npos) {
-    return Status::invalid_argument("remote encoder: bearer_token holds a line break");
-  }
   return Status::ok();
-}
-
-long curl_http_version(RemoteHttpVersion v) {
-  switch (v) {
-    case RemoteHttpVersion::kHttp1:
-      return CURL_HTTP_VERSION_1_1;
-    case RemoteHttpVersion::kHttp2:
-      return CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE;
-    case RemoteHttpVersion::kAuto:
-      break;
-  }
-  return CURL_HTTP_VERSION_2TLS;  // h2 where TLS offers it, HTTP/1.1 otherwise
 }
 
 // Scales each row to unit length; a row that cannot be is the engine's error.
@@ -84,56 +46,26 @@ Status normalize_rows(std::vector<float>& v, std::size_t dim) {
   return Status::ok();
 }
 
-StatusCode code_of_client_error(long status) {
-  if (status == 401 || status == 403) return StatusCode::kFailedPrecondition;
-  if (status == 404) return StatusCode::kNotFound;
-  return StatusCode::kInvalidArgument;
-}
-
 }  // namespace
 
 struct RemoteEncoder::Impl {
   RemoteEncoderOptions options;
   remote::EmbeddingProtocol protocol;
   std::size_t dimension = 0;
-  remote::EndpointSet endpoints;
-  remote::CircuitBreaker breaker;
-  remote::RetryBudget budget;
-  remote::HttpSettings http;
-  std::vector<std::string> headers;
+  remote::CallGuards guards;
+  remote::EndpointSet& endpoints = guards.endpoints;
+  remote::CircuitBreaker& breaker = guards.breaker;
+  remote::RetryBudget& budget = guards.budget;
   std::mutex lanes_mu;
   std::vector<std::unique_ptr<remote::HttpLane>> idle_lanes;  // guarded by lanes_mu
 
-  static remote::EndpointSetOptions endpoint_options(const RemoteEncoderOptions& o) {
-    remote::EndpointSetOptions e;
-    e.choice = o.choice;
-    e.eject_after_failures = o.eject_after_failures;
-    e.ejection_time = o.ejection_time;
-    e.max_ejection_time = o.max_ejection_time;
-    return e;
-  }
-  static remote::CircuitBreakerOptions breaker_options(const RemoteEncoderOptions& o) {
-    return {o.breaker_window, o.breaker_min_calls, o.breaker_failure_ratio, o.breaker_open_time};
-  }
-
   explicit Impl(RemoteEncoderOptions o)
-      : options(std::move(o)),
-        dimension(options.dimension),
-        endpoints(options.endpoints, endpoint_options(options)),
-        breaker(breaker_options(options)),
-        budget(options.retry_budget_ratio, options.retry_budget_floor) {
+      : options(std::move(o)), dimension(options.dimension), guards(options) {
     protocol.protocol = options.protocol;
     protocol.model = options.model;
     protocol.kserve_input = options.kserve_input;
     protocol.kserve_output = options.kserve_output;
     protocol.base64_vectors = options.base64_vectors;
-    http.http_version = curl_http_version(options.http_version);
-    http.ca_file = options.ca_file;
-    http.verify_tls = options.verify_tls;
-    http.connect_timeout = options.connect_timeout;
-    http.max_response_bytes = options.max_response_bytes;
-    headers = options.extra_headers;
-    if (!options.bearer_token.empty()) headers.push_back("Authorization: Bearer " + options.bearer_token);
   }
 
   std::string name() const {
@@ -150,7 +82,7 @@ struct RemoteEncoder::Impl {
         return lane;
       }
     }
-    return std::make_unique<remote::HttpLane>(http);
+    return std::make_unique<remote::HttpLane>(guards.http);
   }
   void return_lane(std::unique_ptr<remote::HttpLane> lane) {
     std::lock_guard<std::mutex> lock(lanes_mu);
@@ -161,7 +93,7 @@ struct RemoteEncoder::Impl {
     remote::HttpRequest r;
     r.url = endpoints.url(endpoint) + protocol.path();
     r.body = body;
-    r.headers = headers;
+    r.headers = guards.headers;
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - steady_clock::now()).count();
     // The engine learns the budget (rapidqa-server reads this header).
     r.headers.push_back(fmt::format("x-request-timeout-ms: {}", std::max<long long>(1, left)));
@@ -251,10 +183,10 @@ struct RemoteEncoder::Impl {
                     return;
                   }
                   const std::string message = remote::error_message(r.body);
-                  if (r.status >= 400 && r.status < 500 && r.status != 429 && r.status != 408) {
+                  if (remote::is_client_error(r.status)) {
                     endpoints.finished(ep, false, true, r.elapsed, at);
                     client_error = true;
-                    failure = Status(code_of_client_error(r.status),
+                    failure = Status(remote::code_of_client_error(r.status),
                                      fmt::format("{} answered {}: {}", where, r.status, message));
                     return;
                   }
@@ -326,17 +258,7 @@ Status RemoteEncoder::encode_within(const std::vector<std::string>& texts, std::
   return Status::ok();
 }
 
-RemoteEngineMetrics RemoteEncoder::metrics() const {
-  const SteadyTime now = steady_clock::now();
-  RemoteEngineMetrics m;
-  m.name = name();
-  m.breaker = impl_->breaker.state(now);
-  m.breaker_opens = impl_->breaker.opens();
-  m.refused_by_breaker = impl_->breaker.refused();
-  m.retry_budget_spent = impl_->budget.refusals();
-  m.endpoints = impl_->endpoints.metrics(now);
-  return m;
-}
+RemoteEngineMetrics RemoteEncoder::metrics() const { return impl_->guards.metrics(name()); }
 
 void RemoteEncoder::add_metrics(MetricsSnapshot& snapshot) const { snapshot.remote_engines.push_back(metrics()); }
 
