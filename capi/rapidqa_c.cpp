@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "rapidqa/qa_engine.h"
+#include "rapidqa/generator.h"
 #include "rapidqa/remote_encoder.h"
 #include "rapidqa/version.h"
 #if RAPIDQA_HAS_MODELS
@@ -190,6 +191,17 @@ rqa_status metrics_out(const rqa_engine* engine, char** out, std::string (rapidq
   });
 }
 
+// "a,b,,c" -> {"a", "b", "c"}: the C ABI's lists of URLs.
+std::vector<std::string> comma_separated(const std::string& text) {
+  std::vector<std::string> items;
+  for (std::size_t begin = 0; begin <= text.size();) {
+    const std::size_t end = std::min(text.find(',', begin), text.size());
+    if (end > begin) items.push_back(text.substr(begin, end - begin));
+    begin = end + 1;
+  }
+  return items;
+}
+
 }  // namespace
 
 extern "C" {
@@ -283,12 +295,7 @@ rqa_status rqa_engine_create(const rqa_engine_options* options, rqa_engine** out
     if (has_remote && c.remote_encoder_url && *c.remote_encoder_url) {
       if (o.encoder) return fail(RQA_INVALID_ARGUMENT, "encoder_model_dir and remote_encoder_url exclude each other");
       rapidqa::RemoteEncoderOptions ro;
-      const std::string urls = c.remote_encoder_url;
-      for (std::size_t begin = 0; begin <= urls.size();) {
-        const std::size_t end = std::min(urls.find(',', begin), urls.size());
-        if (end > begin) ro.endpoints.push_back(urls.substr(begin, end - begin));
-        begin = end + 1;
-      }
+      ro.endpoints = comma_separated(c.remote_encoder_url);
       const std::string protocol = c.remote_encoder_protocol ? c.remote_encoder_protocol : "";
       if (protocol == "kserve") {
         ro.protocol = rapidqa::RemoteProtocol::kKServeV2;
@@ -301,6 +308,19 @@ rqa_status rqa_engine_create(const rqa_engine_options* options, rqa_engine** out
       auto encoder = rapidqa::RemoteEncoder::create(std::move(ro));
       if (!encoder) return report(encoder.status());
       o.encoder = std::move(encoder).value();
+    }
+    const bool has_generator = c.struct_size >= offsetof(rqa_engine_options, generator_sources) + sizeof(size_t);
+    if (has_generator && c.generator_url && *c.generator_url) {
+      rapidqa::RemoteGeneratorOptions go;
+      go.endpoints = comma_separated(c.generator_url);
+      if (c.generator_model) go.model = c.generator_model;
+      if (c.generator_token) go.bearer_token = c.generator_token;
+      if (c.generator_prompt) go.prompt_template = c.generator_prompt;
+      if (c.generator_max_tokens > 0) go.max_tokens = c.generator_max_tokens;
+      if (c.generator_sources > 0) o.generator_sources = c.generator_sources;
+      auto generator = rapidqa::RemoteGenerator::create(std::move(go));
+      if (!generator) return report(generator.status());
+      o.generator = std::move(generator).value();
     }
     auto engine = rapidqa::QAEngine::create(std::move(o));
     if (!engine) return report(engine.status());
@@ -487,6 +507,15 @@ rqa_status rqa_engine_ask_with(rqa_engine* engine, const char* question, const r
       }
       ask.priority = static_cast<rapidqa::BatchPriority>(options->priority);
       if (options->semantic_threshold != 0.0f) ask.semantic_threshold = options->semantic_threshold;
+      const bool has_on_token = options->struct_size >= offsetof(rqa_ask_options, on_token_user_data) + sizeof(void*);
+      if (has_on_token && options->on_token) {
+        auto* callback = options->on_token;
+        void* user_data = options->on_token_user_data;
+        ask.on_token = [callback, user_data](std::string_view piece) {
+          const std::string terminated(piece);
+          return callback(terminated.c_str(), terminated.size(), user_data) != 0;
+        };
+      }
     }
     auto answer = engine->engine->ask(question, ask);
     if (!answer) return report(answer.status());
@@ -543,6 +572,7 @@ rqa_tier rqa_answer_tier(const rqa_answer* answer) {
 }
 const char* rqa_answer_entry_id(const rqa_answer* answer) { return answer ? answer->answer.entry_id().c_str() : ""; }
 int rqa_answer_degraded(const rqa_answer* answer) { return answer && answer->answer.degraded ? 1 : 0; }
+int rqa_answer_generated(const rqa_answer* answer) { return answer && answer->answer.generated ? 1 : 0; }
 const char* rqa_answer_degraded_reason(const rqa_answer* answer) {
   return answer ? answer->answer.degraded_reason.c_str() : "";
 }

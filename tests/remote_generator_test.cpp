@@ -9,6 +9,7 @@
 #include <catch2/catch.hpp>
 
 #include <chrono>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <thread>
@@ -16,6 +17,7 @@
 
 #include "rapidqa/generator.h"
 #include "rapidqa/qa_engine.h"
+#include "rapidqa/rapidqa.h"
 #include "remote/chat_stream.h"
 #include "support/chat_server.h"
 #include "test_support.h"
@@ -477,4 +479,74 @@ TEST_CASE("a generator killed and restarted: the breaker opens, asks fall back, 
     if (!recovered) std::this_thread::sleep_for(100ms);
   }
   REQUIRE(recovered);
+}
+
+namespace {
+
+struct CollectedPieces {
+  std::string text;
+  int calls = 0;
+  int stop_after = -1;  // stop once this many pieces arrived; -1 = never
+};
+
+int collect_piece(const char* piece, size_t length, void* user_data) {
+  auto* c = static_cast<CollectedPieces*>(user_data);
+  REQUIRE(std::strlen(piece) == length);
+  c->text.append(piece, length);
+  ++c->calls;
+  return c->stop_after < 0 || c->calls < c->stop_after;
+}
+
+}  // namespace
+
+TEST_CASE("the C ABI streams generated answers through a callback", "[remote][generator][capi]") {
+  auto server = chat_server("c-token");
+  rqa_engine_options options;
+  rqa_engine_options_init(&options);
+  const std::string urls = "http://127.0.0.1:1," + server->url();  // the first refuses: the retry goes on
+  options.generator_url = urls.c_str();
+  options.generator_model = "test-model";
+  options.generator_token = "c-token";
+  options.generator_sources = 2;
+  rqa_engine* engine = nullptr;
+  INFO(rqa_last_error());
+  REQUIRE(rqa_engine_create(&options, &engine) == RQA_OK);
+  REQUIRE(rqa_engine_load_knowledge(engine, rapidqa::testing::bundled_faq().c_str(), nullptr) == RQA_OK);
+
+  rqa_ask_options ask;
+  rqa_ask_options_init(&ask);
+  CollectedPieces pieces;
+  ask.on_token = &collect_piece;
+  ask.on_token_user_data = &pieces;
+  rqa_answer* answer = nullptr;
+  REQUIRE(rqa_engine_ask_with(engine, kQuestion, &ask, &answer) == RQA_OK);
+  REQUIRE(rqa_answer_generated(answer) == 1);
+  REQUIRE(rqa_answer_degraded(answer) == 0);
+  REQUIRE(std::string(rqa_answer_text(answer)) == std::string("From [1]: ") + kFaqAnswer);
+  REQUIRE(pieces.text == rqa_answer_text(answer));
+  REQUIRE(pieces.calls > 10);
+  rqa_answer_destroy(answer);
+
+  // Cached: the whole text in one call.
+  pieces = CollectedPieces{};
+  REQUIRE(rqa_engine_ask_with(engine, kQuestion, &ask, &answer) == RQA_OK);
+  REQUIRE(rqa_answer_tier(answer) == RQA_TIER_RESULT_CACHE);
+  REQUIRE(rqa_answer_generated(answer) == 1);
+  REQUIRE(pieces.calls == 1);
+  rqa_answer_destroy(answer);
+
+  // A caller that stops the stream ends the ask with the reason.
+  pieces = CollectedPieces{};
+  pieces.stop_after = 2;
+  ask.use_cache = 0;
+  REQUIRE(rqa_engine_ask_with(engine, kQuestion, &ask, &answer) != RQA_OK);
+  REQUIRE(answer == nullptr);
+  REQUIRE(std::string(rqa_last_error()).find("stopped") != std::string::npos);
+  REQUIRE(pieces.calls == 2);
+  rqa_engine_destroy(engine);
+
+  // A generator without a model is refused at create.
+  options.generator_model = nullptr;
+  REQUIRE(rqa_engine_create(&options, &engine) == RQA_INVALID_ARGUMENT);
+  REQUIRE(std::string(rqa_last_error()).find("model") != std::string::npos);
 }
