@@ -36,6 +36,7 @@ struct DemoOptions {
   std::string store;       // knowledge store URI: answer from (and import into) it
   std::vector<std::string> questions;
   rapidqa::tools::EncoderFlags encoder;  // a transformer or a remote engine instead of the HashingEncoder
+  rapidqa::tools::GeneratorFlags generator;  // answers an LLM writes from the entries found
   std::string reader_dir;  // extractive reader over entry contexts
   std::string preload;     // hot questions to warm the caches with, one per line
   bool json = false;
@@ -54,7 +55,7 @@ void print_usage(std::FILE* to) {
                "                   postgresql://USER@HOST/DATABASE, shared with other instances); with\n"
                "                   --kb the file is first imported into it, without it the store's entries\n"
                "                   are used as they are\n"
-               "%s"
+               "%s%s"
                "  --reader DIR     answer with the span a question-answering model finds in the entries'\n"
                "                   context passages\n"
                "  --question TEXT  answer TEXT; without it, questions are read from stdin, one per line\n"
@@ -63,7 +64,7 @@ void print_usage(std::FILE* to) {
                "  --stats          print the per-stage p50/p95/p99 latency table at the end\n"
                "  --metrics        print every metric in the Prometheus text format at the end\n"
                "  --version        print the versions of rapidqa and its libraries\n",
-               rapidqa::tools::EncoderFlags::kUsage);
+               rapidqa::tools::EncoderFlags::kUsage, rapidqa::tools::GeneratorFlags::kUsage);
 }
 
 // Returns 0 to go on, or an exit code.
@@ -90,6 +91,8 @@ int parse_args(int argc, char** argv, DemoOptions& o) {
       const char* v = value("--question");
       if (!v) return 2;
       o.questions.emplace_back(v);
+    } else if (const int taken = o.generator.parse("rapidqa-demo", argc, argv, i); taken != 0) {
+      if (taken < 0) return 2;
     } else if (const int taken = o.encoder.parse("rapidqa-demo", argc, argv, i); taken != 0) {
       if (taken < 0) return 2;
     } else if (arg == "--reader") {
@@ -134,6 +137,10 @@ int tool_main(int argc, char** argv) {
 
   rapidqa::EngineOptions engine_options;
   if (const int rc = options.encoder.make("rapidqa-demo", engine_options.encoder); rc != 0) return rc;
+  if (const int rc = options.generator.make("rapidqa-demo", engine_options.generator, engine_options.generator_sources);
+      rc != 0) {
+    return rc;
+  }
 #if RAPIDQA_HAS_MODELS
   if (!options.reader_dir.empty()) {
     rapidqa::ExtractiveReaderOptions reader_options;
@@ -153,6 +160,7 @@ int tool_main(int argc, char** argv) {
   }
 #endif
   engine_options.knowledge_store = options.store;
+  const bool generating = engine_options.generator != nullptr;
   auto engine = rapidqa::QAEngine::create(std::move(engine_options));
   if (!engine) {
     std::fprintf(stderr, "rapidqa-demo: %s\n", engine.status().to_string().c_str());
@@ -191,7 +199,18 @@ int tool_main(int argc, char** argv) {
 
   int failures = 0;
   auto answer_one = [&](const std::string& question) {
-    auto answer = (*engine)->ask(question);
+    // A generated answer is printed as it is written.
+    bool streamed = false;
+    rapidqa::AskOptions ask;
+    if (generating && !options.json) {
+      ask.on_token = [&](std::string_view piece) {
+        std::cout << piece << std::flush;
+        streamed = true;
+        return true;
+      };
+    }
+    auto answer = (*engine)->ask(question, ask);
+    if (streamed) std::cout << "\n";
     if (!answer) {
       ++failures;
       if (options.json) {
@@ -206,8 +225,8 @@ int tool_main(int argc, char** argv) {
     if (options.json) {
       std::cout << rapidqa::tools::json_line(to_json(question, *answer)) << "\n";
     } else {
-      std::cout << answer->text << "\n"
-                << fmt::format("  [{} | entry {} | score {:.3f} | {:.1f} us]\n",
+      if (!streamed) std::cout << answer->text << "\n";
+      std::cout << fmt::format("  [{} | entry {} | score {:.3f} | {:.1f} us]\n",
                                rapidqa::answer_tier_name(answer->tier),
                                answer->entry_id().empty() ? "-" : answer->entry_id(), answer->score,
                                answer->timings[rapidqa::Stage::kTotal].count() / 1000.0);

@@ -5,14 +5,18 @@
 // rapidqa-server); neither gives the built-in hashing encoder.
 #pragma once
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <iterator>
+#include <tuple>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include <rapidqa/encoder.h>
+#include <rapidqa/generator.h>
 #include <rapidqa/remote_encoder.h>
 #include <rapidqa/version.h>
 #if RAPIDQA_HAS_MODELS
@@ -20,6 +24,59 @@
 #endif
 
 namespace rapidqa::tools {
+
+// Reads one flag's value: argv[i + 1], with the tool's error when missing
+// or out of range.
+struct FlagValues {
+  const char* tool;
+  int argc;
+  char** argv;
+  int& i;
+
+  const char* text() {
+    if (i + 1 >= argc) {
+      std::fprintf(stderr, "%s: %s needs a value\n", tool, argv[i]);
+      return nullptr;
+    }
+    ++i;
+    return argv[i];
+  }
+  bool number(std::size_t& out) {
+    const char* flag = argv[i];
+    const char* v = text();
+    if (!v) return false;
+    char* end = nullptr;
+    const unsigned long long n = std::strtoull(v, &end, 10);
+    if (*v == '-' || !end || *end || n == 0 || n > 1000000) {
+      std::fprintf(stderr, "%s: %s must be a whole number from 1 to 1000000, not '%s'\n", tool, flag, v);
+      return false;
+    }
+    out = static_cast<std::size_t>(n);
+    return true;
+  }
+  bool milliseconds(std::chrono::milliseconds& out) {
+    std::size_t ms = 0;
+    if (!number(ms)) return false;
+    out = std::chrono::milliseconds(ms);
+    return true;
+  }
+};
+
+// A bearer token from a file (its first line), else from an environment
+// variable; false after printing why when the file gives none.
+inline bool read_token(const char* tool, const char* flag, const std::string& file, const char* env_name,
+                       std::string& token) {
+  if (!file.empty()) {
+    std::ifstream in(file);
+    if (!in || !std::getline(in, token) || token.empty()) {
+      std::fprintf(stderr, "%s: %s: cannot read a token from '%s'\n", tool, flag, file.c_str());
+      return false;
+    }
+  } else if (const char* env = std::getenv(env_name); env && *env) {
+    token = env;
+  }
+  return true;
+}
 
 struct EncoderFlags {
   std::string model_dir;
@@ -44,36 +101,18 @@ struct EncoderFlags {
   // taken, 0 when it is not one of these, -1 after printing an error.
   int parse(const char* tool, int argc, char** argv, int& i) {
     const std::string arg = argv[i];
-    const auto value = [&]() -> const char* {
-      if (i + 1 >= argc) {
-        std::fprintf(stderr, "%s: %s needs a value\n", tool, arg.c_str());
-        return nullptr;
-      }
-      return argv[++i];
-    };
-    const auto number = [&](std::size_t& out) -> bool {
-      const char* v = value();
-      if (!v) return false;
-      char* end = nullptr;
-      const unsigned long long n = std::strtoull(v, &end, 10);
-      if (*v == '-' || !end || *end || n == 0 || n > 1000000) {
-        std::fprintf(stderr, "%s: %s must be a whole number from 1 to 1000000, not '%s'\n", tool, arg.c_str(), v);
-        return false;
-      }
-      out = static_cast<std::size_t>(n);
-      return true;
-    };
+    FlagValues value{tool, argc, argv, i};
     const char* v = nullptr;
     if (arg == "--model") {
-      if (!(v = value())) return -1;
+      if (!(v = value.text())) return -1;
       model_dir = v;
     } else if (arg == "--bf16") {
       bf16 = true;
     } else if (arg == "--remote-encoder") {
-      if (!(v = value())) return -1;
+      if (!(v = value.text())) return -1;
       remote.endpoints.emplace_back(v);
     } else if (arg == "--remote-protocol") {
-      if (!(v = value())) return -1;
+      if (!(v = value.text())) return -1;
       const std::string p = v;
       if (p == "openai") {
         remote.protocol = RemoteProtocol::kOpenAIEmbeddings;
@@ -84,22 +123,20 @@ struct EncoderFlags {
         return -1;
       }
     } else if (arg == "--remote-model") {
-      if (!(v = value())) return -1;
+      if (!(v = value.text())) return -1;
       remote.model = v;
     } else if (arg == "--remote-dimension") {
-      if (!number(remote.dimension)) return -1;
+      if (!value.number(remote.dimension)) return -1;
     } else if (arg == "--remote-http2") {
       remote.http_version = RemoteHttpVersion::kHttp2;
     } else if (arg == "--remote-token-file") {
-      if (!(v = value())) return -1;
+      if (!(v = value.text())) return -1;
       remote_token_file = v;
     } else if (arg == "--remote-ca-file") {
-      if (!(v = value())) return -1;
+      if (!(v = value.text())) return -1;
       remote.ca_file = v;
     } else if (arg == "--remote-timeout-ms") {
-      std::size_t ms = 0;
-      if (!number(ms)) return -1;
-      remote.request_timeout = std::chrono::milliseconds(ms);
+      if (!value.milliseconds(remote.request_timeout)) return -1;
     } else {
       return 0;
     }
@@ -115,15 +152,8 @@ struct EncoderFlags {
       return 2;
     }
     if (!remote.endpoints.empty()) {
-      if (!remote_token_file.empty()) {
-        std::ifstream in(remote_token_file);
-        if (!in || !std::getline(in, remote.bearer_token) || remote.bearer_token.empty()) {
-          std::fprintf(stderr, "%s: --remote-token-file: cannot read a token from '%s'\n", tool,
-                       remote_token_file.c_str());
-          return 2;
-        }
-      } else if (const char* env = std::getenv("RAPIDQA_REMOTE_TOKEN"); env && *env) {
-        remote.bearer_token = env;
+      if (!read_token(tool, "--remote-token-file", remote_token_file, "RAPIDQA_REMOTE_TOKEN", remote.bearer_token)) {
+        return 2;
       }
       auto encoder = RemoteEncoder::create(remote);
       if (!encoder) {
@@ -149,6 +179,103 @@ struct EncoderFlags {
     std::fprintf(stderr, "%s: --model needs the models component (-DRAPIDQA_WITH_MODELS=ON)\n", tool);
     return 2;
 #endif
+  }
+};
+
+// The generator flags: --generator URL for answers written by an LLM
+// another engine serves over the OpenAI chat completions API (vLLM, TGI,
+// llama.cpp server) from the entries retrieval finds.
+struct GeneratorFlags {
+  RemoteGeneratorOptions options;  // used when options.endpoints is not empty
+  std::string token_file, prompt_file, system_file;
+  std::size_t sources = 3;
+
+  static constexpr const char* kUsage =
+      "  --generator URL          answer with text an LLM writes from the best entries (OpenAI chat\n"
+      "                           completions, streamed); repeat for more endpoints of the same model\n"
+      "  --generator-model NAME   the model's name at that engine (required with --generator)\n"
+      "  --generator-sources N    best entries given to it (default 3)\n"
+      "  --generator-max-tokens N most tokens an answer may have (default 256)\n"
+      "  --generator-prompt-file FILE  the user message, with {question} and {sources} (default: built in)\n"
+      "  --generator-system-file FILE  the system message (default: answer only from the knowledge given)\n"
+      "  --generator-token-file FILE   bearer token for that engine (else RAPIDQA_GENERATOR_TOKEN, if set)\n"
+      "  --generator-ca-file FILE certificates to trust for https:// engines (default: the system's)\n"
+      "  --generator-http2        HTTP/2 on http:// too (h2c, prior knowledge)\n"
+      "  --generator-timeout-ms N budget of an ask without a deadline of its own (default 60000)\n"
+      "  --generator-stall-ms N   give up on a stream silent this long (default 10000)\n";
+
+  // As EncoderFlags::parse.
+  int parse(const char* tool, int argc, char** argv, int& i) {
+    const std::string arg = argv[i];
+    FlagValues value{tool, argc, argv, i};
+    const char* v = nullptr;
+    if (arg == "--generator") {
+      if (!(v = value.text())) return -1;
+      options.endpoints.emplace_back(v);
+    } else if (arg == "--generator-model") {
+      if (!(v = value.text())) return -1;
+      options.model = v;
+    } else if (arg == "--generator-sources") {
+      if (!value.number(sources)) return -1;
+    } else if (arg == "--generator-max-tokens") {
+      if (!value.number(options.max_tokens)) return -1;
+    } else if (arg == "--generator-prompt-file") {
+      if (!(v = value.text())) return -1;
+      prompt_file = v;
+    } else if (arg == "--generator-system-file") {
+      if (!(v = value.text())) return -1;
+      system_file = v;
+    } else if (arg == "--generator-token-file") {
+      if (!(v = value.text())) return -1;
+      token_file = v;
+    } else if (arg == "--generator-ca-file") {
+      if (!(v = value.text())) return -1;
+      options.ca_file = v;
+    } else if (arg == "--generator-http2") {
+      options.http_version = RemoteHttpVersion::kHttp2;
+    } else if (arg == "--generator-timeout-ms") {
+      if (!value.milliseconds(options.request_timeout)) return -1;
+    } else if (arg == "--generator-stall-ms") {
+      if (!value.milliseconds(options.stall_timeout)) return -1;
+    } else {
+      return 0;
+    }
+    return 1;
+  }
+
+  // Sets the engine's generator when --generator was given. Returns 0, or
+  // an exit code after printing why.
+  int make(const char* tool, std::shared_ptr<Generator>& out, std::size_t& source_count) {
+    out.reset();
+    if (options.endpoints.empty()) {
+      if (!options.model.empty()) {
+        std::fprintf(stderr, "%s: --generator-model needs --generator\n", tool);
+        return 2;
+      }
+      return 0;
+    }
+    if (!read_token(tool, "--generator-token-file", token_file, "RAPIDQA_GENERATOR_TOKEN", options.bearer_token)) {
+      return 2;
+    }
+    for (auto [flag, file, text] : {std::tuple{"--generator-prompt-file", &prompt_file, &options.prompt_template},
+                                    std::tuple{"--generator-system-file", &system_file, &options.system_prompt}}) {
+      if (file->empty()) continue;
+      std::ifstream in(*file, std::ios::binary);
+      std::string content((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      if (!in && !in.eof()) {
+        std::fprintf(stderr, "%s: %s: cannot read '%s'\n", tool, flag, file->c_str());
+        return 2;
+      }
+      *text = std::move(content);
+    }
+    auto generator = RemoteGenerator::create(options);
+    if (!generator) {
+      std::fprintf(stderr, "%s: --generator: %s\n", tool, generator.status().to_string().c_str());
+      return 2;
+    }
+    out = std::move(generator).value();
+    source_count = sources;
+    return 0;
   }
 };
 

@@ -341,28 +341,32 @@ TEST_CASE("the engine answers with a generation and caches it like any answer", 
   REQUIRE(theirs->tier == AnswerTier::kKnowledge);
   REQUIRE(engine->metrics().generation.generations == 2);
 
-  // A changed source entry drops the generation built from it.
+  // A changed source entry drops the generation built from it (the hot
+  // questions' rebuild may write the new one before the next ask).
   rapidqa::KnowledgeEntry changed;
   changed.id = "shop-en-reset-password";
   changed.question = kQuestion;
   changed.answer = "Use the link on the sign-in page.";
   REQUIRE(engine->update_entry(changed).is_ok());
+  engine->wait_for_rebuilds();
   auto fresh = engine->ask(kQuestion);
   REQUIRE(fresh.is_ok());
-  REQUIRE(fresh->tier == AnswerTier::kKnowledge);
+  REQUIRE(fresh->generated);
   REQUIRE(fresh->text == "From [1]: Use the link on the sign-in page.");
   REQUIRE(fresh->matches[0].version == 2);
-  REQUIRE(engine->metrics().generation.generations == 3);
+  const auto generations = engine->metrics().generation.generations;
+  REQUIRE(generations >= 3);
 
   // A question nothing matches gets the fallback, never a generation.
   auto nothing = engine->ask("zzzz qqqq xxxx");
   REQUIRE(nothing.is_ok());
   REQUIRE(nothing->tier == AnswerTier::kFallback);
   REQUIRE_FALSE(nothing->generated);
-  REQUIRE(engine->metrics().generation.generations == 3);
+  REQUIRE(engine->metrics().generation.generations == generations);
 
   const std::string prometheus = engine->metrics().format_prometheus();
-  REQUIRE(prometheus.find("rapidqa_generations_total{outcome=\"ok\"} 3") != std::string::npos);
+  REQUIRE(prometheus.find("rapidqa_generations_total{outcome=\"ok\"} " + std::to_string(generations)) !=
+          std::string::npos);
   REQUIRE(prometheus.find("rapidqa_generation_time_to_first_token_seconds") != std::string::npos);
   REQUIRE(prometheus.find("rapidqa_generation_tokens_total{kind=\"completion\"}") != std::string::npos);
 }

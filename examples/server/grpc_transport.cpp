@@ -145,6 +145,7 @@ void fill_answer(const Answer& a, pb::Answer* out) {
     stages[stage_name(stage)] = std::chrono::duration<double, std::micro>(a.timings[stage]).count();
   }
   if (a.extracted) out->set_extracted_from(a.extracted->entry_id);
+  out->set_generated(a.generated);
 }
 
 // What the access log keeps of a typed ask.
@@ -292,6 +293,8 @@ struct GrpcTransport::Impl {
     }
 
     grpc::ServerBidiReactor<pb::AskRequest, pb::StreamAnswer>* AskStream(grpc::CallbackServerContext* context) override;
+    grpc::ServerWriteReactor<pb::AnswerPiece>* AskStreamed(grpc::CallbackServerContext* context,
+                                                          const pb::AskRequest* request) override;
 
    private:
     Impl& impl_;
@@ -503,6 +506,99 @@ class AskStreamReactor final : public grpc::ServerBidiReactor<pb::AskRequest, pb
   std::size_t at_workers_ = 0;                       // guarded by mu_
   bool writing_ = false, reads_done_ = false, read_paused_ = false, broken_ = false, finished_ = false;
 };
+
+// AskStreamed: one question on a worker, each piece of its text written
+// as it comes (one write at a time, the rest queued), then the Answer. The
+// reactor finishes only once its job has left the worker; a client that
+// leaves stops the generation (the job's on_token returns false).
+class AskStreamedReactor final : public grpc::ServerWriteReactor<pb::AnswerPiece> {
+ public:
+  AskStreamedReactor(GrpcTransport::Impl& impl, grpc::CallbackServerContext* context, const pb::AskRequest& question)
+      : impl_(impl), context_(context) {
+    ServerRequest request = make_request(context, "POST", "/v1/ask", ask_body(question));
+    request.on_token = [this](std::string_view piece) {
+      std::unique_lock<std::mutex> lock(mu_);
+      if (broken_) return false;
+      pb::AnswerPiece out;
+      out.set_text(std::string(piece));
+      queued_.push_back(std::move(out));
+      write_next(lock);
+      return true;
+    };
+    const Clock::time_point started = Clock::now();
+    job_running_ = true;
+    const bool queued = impl_.workers.try_submit([this, started, request = std::move(request)] {
+      const auto outcome = impl_.api.ask_typed(request, /*cached_only=*/false);
+      impl_.access_log.write(request.request_id, "gRPC", "POST", "/rapidqa.v1.QA/AskStreamed", logged(*outcome),
+                             Clock::now() - started);
+      std::unique_lock<std::mutex> lock(mu_);
+      job_running_ = false;
+      if (outcome->answer) {
+        pb::AnswerPiece last;
+        fill_answer(*outcome->answer, last.mutable_answer());
+        queued_.push_back(std::move(last));
+        ending_ = grpc::Status::OK;
+      } else {
+        ending_ = error_status(context_, outcome->refusal);
+      }
+      write_next(lock);
+      maybe_finish(lock);
+    });
+    if (!queued) {
+      job_running_ = false;
+      finished_ = true;
+      Finish(busy(context));
+    }
+  }
+
+  void OnWriteDone(bool ok) override {
+    std::unique_lock<std::mutex> lock(mu_);
+    writing_ = false;
+    if (!ok) broken_ = true;
+    write_next(lock);
+    maybe_finish(lock);
+  }
+
+  void OnCancel() override {
+    std::unique_lock<std::mutex> lock(mu_);
+    broken_ = true;
+    maybe_finish(lock);
+  }
+
+  void OnDone() override {
+    // gRPC calls it once Finish is done; the job has left the worker by then.
+    delete this;
+  }
+
+ private:
+  void write_next(std::unique_lock<std::mutex>&) {
+    if (writing_ || broken_ || queued_.empty()) return;
+    outgoing_ = std::move(queued_.front());
+    queued_.pop_front();
+    writing_ = true;
+    StartWrite(&outgoing_);
+  }
+
+  void maybe_finish(std::unique_lock<std::mutex>&) {
+    if (finished_ || job_running_ || writing_) return;
+    if (!broken_ && (!ending_ || !queued_.empty())) return;
+    finished_ = true;
+    Finish(broken_ ? grpc::Status::CANCELLED : *ending_);
+  }
+
+  GrpcTransport::Impl& impl_;
+  grpc::CallbackServerContext* context_;
+  std::mutex mu_;
+  std::deque<pb::AnswerPiece> queued_;  // guarded by mu_
+  pb::AnswerPiece outgoing_;            // guarded by mu_: the write in progress
+  std::optional<grpc::Status> ending_;  // guarded by mu_: set when the job is done
+  bool job_running_ = false, writing_ = false, broken_ = false, finished_ = false;
+};
+
+grpc::ServerWriteReactor<pb::AnswerPiece>* GrpcTransport::Impl::QAService::AskStreamed(
+    grpc::CallbackServerContext* context, const pb::AskRequest* request) {
+  return new AskStreamedReactor(impl_, context, *request);
+}
 
 grpc::ServerBidiReactor<pb::AskRequest, pb::StreamAnswer>* GrpcTransport::Impl::QAService::AskStream(
     grpc::CallbackServerContext* context) {

@@ -19,9 +19,14 @@ ssize_t read_body(nghttp2_session*, std::int32_t, std::uint8_t* buffer, std::siz
                   nghttp2_data_source* source, void*) {
   auto* out = static_cast<H2OutgoingBody*>(source->ptr);
   const std::size_t n = std::min(length, out->body.size() - out->offset);
+  if (n == 0 && out->open) return NGHTTP2_ERR_DEFERRED;  // resumed by append_stream
   std::memcpy(buffer, out->body.data() + out->offset, n);
   out->offset += n;
-  if (out->offset == out->body.size()) *flags |= NGHTTP2_DATA_FLAG_EOF;
+  if (out->offset == out->body.size()) {
+    if (!out->open) *flags |= NGHTTP2_DATA_FLAG_EOF;
+    out->body.clear();  // a long stream keeps only what is unsent
+    out->offset = 0;
+  }
   return static_cast<ssize_t>(n);
 }
 
@@ -51,6 +56,7 @@ struct H2Callbacks {
     else if (n == ":path") stream->path = v;
     else if (n == "authorization") stream->authorization = v;
     else if (n == "x-request-id") stream->request_id = v;
+    else if (n == "accept") stream->accept = v;
     else if (n == "x-request-timeout-ms") stream->timeout = v;
     else if (n == "content-length") stream->content_length = v;
     return 0;
@@ -159,6 +165,41 @@ bool H2Connection::respond(std::int32_t stream_id, const ServerResponse& respons
   }
   bodies_.push_back({stream_id, std::unique_ptr<H2OutgoingBody>(body)});
   return true;
+}
+
+bool H2Connection::start_stream(std::int32_t stream_id, const std::string& content_type, const std::string& request_id) {
+  if (!stream_of(session_, stream_id)) return false;
+  auto header = [](const char* name, const std::string& value) {
+    return nghttp2_nv{reinterpret_cast<std::uint8_t*>(const_cast<char*>(name)),
+                      reinterpret_cast<std::uint8_t*>(const_cast<char*>(value.data())), std::strlen(name),
+                      value.size(), NGHTTP2_NV_FLAG_NONE};
+  };
+  const std::string status = "200", no_cache = "no-cache";
+  std::vector<nghttp2_nv> headers = {header(":status", status), header("content-type", content_type),
+                                     header("cache-control", no_cache)};
+  if (!request_id.empty()) headers.push_back(header("x-request-id", request_id));
+  auto* body = new H2OutgoingBody{{}, 0, true};
+  nghttp2_data_provider provider;
+  provider.source.ptr = body;
+  provider.read_callback = &read_body;
+  if (nghttp2_submit_response(session_, stream_id, headers.data(), headers.size(), &provider) != 0) {
+    delete body;
+    return false;
+  }
+  bodies_.push_back({stream_id, std::unique_ptr<H2OutgoingBody>(body)});
+  return true;
+}
+
+bool H2Connection::append_stream(std::int32_t stream_id, std::string_view data, bool end) {
+  for (auto& [id, body] : bodies_) {
+    if (id != stream_id || !body->open) continue;
+    if (!nghttp2_session_find_stream(session_, stream_id)) return false;
+    body->body.append(data.data(), data.size());
+    if (end) body->open = false;
+    nghttp2_session_resume_data(session_, stream_id);
+    return true;
+  }
+  return false;
 }
 
 std::string_view H2Connection::pending_output() {

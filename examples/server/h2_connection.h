@@ -32,6 +32,7 @@ namespace rapidqa::server {
 struct H2OutgoingBody {
   std::string body;
   std::size_t offset = 0;
+  bool open = false;  // a stream still being written (server-sent events): more may come
 };
 
 class H2Connection {
@@ -39,7 +40,7 @@ class H2Connection {
   // A request as its frames arrive.
   struct Stream {
     std::int32_t id = 0;
-    std::string method, path, authorization, request_id, timeout, content_length;
+    std::string method, path, authorization, request_id, timeout, content_length, accept;
     std::string body;
     bool body_refused = false;  // over the size limit: the rest is dropped
     std::uint64_t exchange = 0; // the transport's id for it, once it has one
@@ -76,6 +77,12 @@ class H2Connection {
 
   // Answers a stream; false when the stream is gone.
   bool respond(std::int32_t stream_id, const ServerResponse& response, const std::string& request_id, bool head);
+
+  // A response written as it is made (server-sent events): start_stream
+  // sends 200 and the headers, append_stream each piece, the last with
+  // end = true. False when the stream is gone.
+  bool start_stream(std::int32_t stream_id, const std::string& content_type, const std::string& request_id);
+  bool append_stream(std::int32_t stream_id, std::string_view data, bool end);
 
   // What to send next (empty: nothing for now), and how much of it went.
   std::string_view pending_output();

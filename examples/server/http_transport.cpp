@@ -87,6 +87,16 @@ struct Exchange {
   std::string incoming;         // the message being received
   std::deque<std::string> outgoing;  // replies, each with LWS_PRE bytes in front
   std::size_t in_flight = 0;
+
+  // A streamed ask (HTTP with Accept: text/event-stream; WebSocket with
+  // "stream": true): the answer's pieces go out as they are written.
+  bool sse = false;
+  bool sse_started = false;   // 200 and the event-stream headers are out
+  bool sse_ended = false;     // the final event is queued
+  std::string sse_pending;    // events not yet written (libwebsockets' HTTP/1.1 and HTTP/2)
+  // Set when the exchange ends, so a worker still generating for it stops.
+  std::shared_ptr<std::atomic<bool>> gone = std::make_shared<std::atomic<bool>>(false);
+  ~Exchange() { gone->store(true); }
 };
 
 // lws's per-session data: zeroed by lws, so only a plain id.
@@ -99,6 +109,10 @@ struct Completion {
   ServerResponse response;  // HTTP
   std::string ws_reply;     // WebSocket (without LWS_PRE)
   bool websocket = false;
+  // A piece of a streamed answer (an SSE event, or a WebSocket message in
+  // ws_reply); the request is still at its worker.
+  bool partial = false;
+  std::string event;
 };
 
 struct HttpTransport::Impl final : H2Connection::Listener {
@@ -190,6 +204,7 @@ struct HttpTransport::Impl final : H2Connection::Listener {
     e.request.path = e.request.path.substr(0, e.request.path.find('?'));
     e.request.authorization = header(wsi, WSI_TOKEN_HTTP_AUTHORIZATION);
     e.request.request_id = request_id_from(custom_header(wsi, "x-request-id:"));
+    e.sse = wants_event_stream(e.request, header(wsi, WSI_TOKEN_HTTP_ACCEPT));
 
     if (over_limit.count(lws_get_network_wsi(wsi))) {
       return answer_now(e, error_response(503, "resource_exhausted",
@@ -286,18 +301,115 @@ struct HttpTransport::Impl final : H2Connection::Listener {
 
   // Hands a made response to its connection.
   void deliver(Exchange& e) {
+    if (e.sse && e.sse_started) {
+      stream_event(e, sse_final_event(*e.response), true);
+      return;
+    }
     if (e.h2) {
       e.h2->respond(e.stream_id, *e.response, e.request.request_id, e.request.method == "HEAD");
     }
     lws_callback_on_writable(e.wsi);
   }
 
+  static bool wants_event_stream(const ServerRequest& request, const std::string& accept) {
+    return request.method == "POST" && request.path == "/v1/ask" && accept.find("text/event-stream") != std::string::npos;
+  }
+
+  // Server-sent events: the first piece sends 200 and the headers; the
+  // final event ends the stream. An ask refused before any piece gets its
+  // plain error response instead (deliver), with its own status.
+  void stream_event(Exchange& e, const std::string& event, bool end) {
+    if (e.sse_ended) return;
+    e.sse_started = true;
+    e.sse_ended = end;
+    if (e.h2) {
+      if (!e.headers_sent) {  // the headers go with the first event
+        e.h2->start_stream(e.stream_id, "text/event-stream", e.request.request_id);
+        e.headers_sent = true;
+      }
+      e.h2->append_stream(e.stream_id, event, end);
+    } else {
+      e.sse_pending += event;
+    }
+    lws_callback_on_writable(e.wsi);
+  }
+
+  // libwebsockets' HTTP/1.1 and HTTP/2: the headers without a length
+  // (HTTP/1.1 then closes the connection at the end), then the events.
+  int on_sse_writeable(lws* wsi, void* user, Exchange& e) {
+    if (!e.headers_sent) {
+      unsigned char buffer[LWS_PRE + 1024];
+      unsigned char* start = buffer + LWS_PRE;
+      unsigned char* p = start;
+      unsigned char* end = buffer + sizeof buffer - 1;
+      if (lws_add_http_common_headers(wsi, 200, "text/event-stream", LWS_ILLEGAL_HTTP_CONTENT_LEN, &p, end)) return 1;
+      const std::string& rid = e.request.request_id;
+      if (!rid.empty() &&
+          lws_add_http_header_by_name(wsi, reinterpret_cast<const unsigned char*>("x-request-id:"),
+                                      reinterpret_cast<const unsigned char*>(rid.data()), static_cast<int>(rid.size()),
+                                      &p, end)) {
+        return 1;
+      }
+      if (lws_add_http_header_by_token(wsi, WSI_TOKEN_HTTP_CACHE_CONTROL,
+                                       reinterpret_cast<const unsigned char*>("no-cache"), 8, &p, end)) {
+        return 1;
+      }
+      if (!e.http2 && lws_add_http_header_by_token(wsi, WSI_TOKEN_CONNECTION,
+                                                   reinterpret_cast<const unsigned char*>("close"), 5, &p, end)) {
+        return 1;
+      }
+      if (lws_finalize_write_http_header(wsi, start, &p, end)) return 1;
+      e.headers_sent = true;
+      lws_callback_on_writable(wsi);
+      return 0;
+    }
+    if (e.sse_pending.empty() && !e.sse_ended) return 0;  // more when the worker has it
+    const std::size_t chunk = std::min(kWriteChunk, e.sse_pending.size());
+    const bool last = e.sse_ended && chunk == e.sse_pending.size();
+    std::vector<unsigned char> buffer(LWS_PRE + chunk);
+    std::memcpy(buffer.data() + LWS_PRE, e.sse_pending.data(), chunk);
+    if (lws_write(wsi, buffer.data() + LWS_PRE, chunk, last ? LWS_WRITE_HTTP_FINAL : LWS_WRITE_HTTP) <
+        static_cast<int>(chunk)) {
+      return -1;
+    }
+    e.sse_pending.erase(0, chunk);
+    if (!last) {
+      if (!e.sse_pending.empty() || e.sse_ended) lws_callback_on_writable(wsi);
+      return 0;
+    }
+    const bool http2 = e.http2;
+    close_exchange(user);
+    if (!http2) return -1;  // no length was sent: the close ends the body
+    return lws_http_transaction_completed(wsi) ? -1 : 0;
+  }
+
+  // A worker's callback that sends each piece of a streamed answer to the
+  // loop; false (stop generating) once the client has gone.
+  TokenCallback piece_sender(std::uint64_t id, std::shared_ptr<std::atomic<bool>> gone,
+                             std::function<Completion(std::string_view)> make) {
+    return [this, id, gone = std::move(gone), make = std::move(make)](std::string_view piece) {
+      if (gone->load()) return false;
+      Completion c = make(piece);
+      c.exchange_id = id;
+      c.partial = true;
+      complete(std::move(c));
+      return true;
+    };
+  }
+
   int dispatch(Exchange& e) {
     server_turn(e);
     // A result-cache hit is answered here: a hash lookup, no thread hand-off.
-    if (auto cached = api.ask_cached(e.request)) {
+    if (auto cached = e.sse ? std::nullopt : api.ask_cached(e.request)) {
       answer_now(e, std::move(*cached), false);
       return 0;
+    }
+    if (e.sse) {
+      e.request.on_token = piece_sender(e.id, e.gone, [](std::string_view piece) {
+        Completion c{};
+        c.event = sse_token_event(piece);
+        return c;
+      });
     }
     ServerRequest request = std::move(e.request);
     e.request = ServerRequest{};
@@ -331,6 +443,7 @@ struct HttpTransport::Impl final : H2Connection::Listener {
 
   int on_http_writeable(lws* wsi, void* user) {
     Exchange* e = exchange_of(user);
+    if (e && e->sse && e->sse_started) return on_sse_writeable(wsi, user, *e);
     if (!e || !e->response) return 0;
     ServerResponse& r = *e->response;
     if (!e->headers_sent) {
@@ -457,6 +570,15 @@ struct HttpTransport::Impl final : H2Connection::Listener {
       return 0;
     }
     parsed.erase("id");
+    bool stream = false;
+    if (auto it = parsed.find("stream"); it != parsed.end()) {
+      if (!it->is_boolean()) {
+        queue_ws_reply(*e, ws_error(id, "invalid_argument", "field 'stream' must be true or false"));
+        return 0;
+      }
+      stream = it->get<bool>();
+      parsed.erase(it);
+    }
     ServerRequest request;
     request.method = "POST";
     request.path = "/v1/ask";
@@ -465,10 +587,20 @@ struct HttpTransport::Impl final : H2Connection::Listener {
     request.request_id = make_request_id();
     const std::uint64_t exchange_id = e->id;
     const Clock::time_point started = Clock::now();
-    if (auto cached = api.ask_cached(request)) {
+    if (auto cached = stream ? std::nullopt : api.ask_cached(request)) {
       access_log.write(request.request_id, "WebSocket", request.method, request.path, *cached, Clock::now() - started);
       queue_ws_reply(*e, ws_reply(id, *cached));
       return 0;
+    }
+    // Streamed: {"id", "token"} messages as the answer is written, then
+    // the reply as without streaming.
+    if (stream) {
+      request.on_token = piece_sender(e->id, e->gone, [id](std::string_view piece) {
+        Completion c{};
+        c.websocket = true;
+        c.ws_reply = tools::json_line({{"id", id}, {"token", piece}});
+        return c;
+      });
     }
     const bool queued = workers->try_submit([this, exchange_id, started, id, request = std::move(request)] {
       ServerResponse response = api.handle(request);
@@ -530,11 +662,17 @@ struct HttpTransport::Impl final : H2Connection::Listener {
       ready.swap(done);
     }
     for (auto& c : ready) {
-      --in_flight;
+      if (!c.partial) --in_flight;
       auto it = live.find(c.exchange_id);
       if (it == live.end()) continue;  // the client went away
       Exchange& e = *it->second;
-      if (c.websocket) {
+      if (c.partial) {
+        if (c.websocket) {
+          queue_ws_reply(e, c.ws_reply);
+        } else {
+          stream_event(e, c.event, false);
+        }
+      } else if (c.websocket) {
         --e.in_flight;
         queue_ws_reply(e, c.ws_reply);
       } else {
@@ -596,6 +734,7 @@ struct HttpTransport::Impl final : H2Connection::Listener {
     e.request.path = stream.path.substr(0, stream.path.find('?'));
     e.request.authorization = stream.authorization;
     e.request.request_id = request_id_from(stream.request_id);
+    e.sse = wants_event_stream(e.request, stream.accept);
     if (over_limit.count(e.wsi)) {
       answer_now(e, error_response(503, "resource_exhausted",
                                    "too many connections (at most " + std::to_string(options.max_connections) + ")",

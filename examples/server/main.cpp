@@ -54,6 +54,7 @@ struct ServerOptions {
   bool kb_given = false;
   std::string store;
   rapidqa::tools::EncoderFlags encoder;
+  rapidqa::tools::GeneratorFlags generator;
   std::string token_file;
   ServerApiOptions api;
   TransportOptions transport;
@@ -79,7 +80,7 @@ void print_usage(std::FILE* to) {
       "                           when there is no store\n"
       "  --store URI              answer from a knowledge store (sqlite:PATH or postgresql://...); with --kb\n"
       "                           the file is imported into it first\n"
-      "%s"
+      "%s%s"
       "  --model-name NAME        the model name /v1/embeddings and /v2/models serve (default rapidqa-encoder)\n"
       "Listening:\n"
       "  --address ADDR           interface to listen on (default 127.0.0.1; 0.0.0.0 for every one)\n"
@@ -116,7 +117,8 @@ void print_usage(std::FILE* to) {
       "  --help                   this text\n"
       "\n"
       "Request headers: Authorization: Bearer TOKEN; x-request-id (echoed, logged); x-request-timeout-ms\n"
-      "(the request's deadline, passed to the engine, which degrades rather than miss it).\n", rapidqa::tools::EncoderFlags::kUsage);
+      "(the request's deadline, passed to the engine, which degrades rather than miss it).\n", rapidqa::tools::EncoderFlags::kUsage,
+      rapidqa::tools::GeneratorFlags::kUsage);
 }
 
 bool parse_count(const char* text, unsigned long long max, unsigned long long& out) {
@@ -175,6 +177,8 @@ int parse_args(int argc, char** argv, ServerOptions& o) {
     } else if (arg == "--store") {
       ok = text(o.store);
     } else if (const int taken = o.encoder.parse("rapidqa-server", argc, argv, i); taken != 0) {
+      ok = taken > 0;
+    } else if (const int taken = o.generator.parse("rapidqa-server", argc, argv, i); taken != 0) {
       ok = taken > 0;
     } else if (arg == "--model-name") {
       ok = text(o.api.model_name);
@@ -286,6 +290,11 @@ int tool_main(int argc, char** argv) {
 
   rapidqa::EngineOptions engine_options;
   if (const int rc = options.encoder.make("rapidqa-server", engine_options.encoder); rc != 0) return rc;
+  if (const int rc =
+          options.generator.make("rapidqa-server", engine_options.generator, engine_options.generator_sources);
+      rc != 0) {
+    return rc;
+  }
   engine_options.knowledge_store = options.store;
   auto created = rapidqa::QAEngine::create(std::move(engine_options));
   if (!created) {

@@ -193,6 +193,19 @@ std::string base64(const float* data, std::size_t count) {
 
 }  // namespace
 
+std::string sse_token_event(std::string_view piece) {
+  return "event: token\ndata: " + tools::json_line({{"text", piece}}) + "\n\n";
+}
+
+std::string sse_final_event(const ServerResponse& response) {
+  if (response.status == 200) return "event: answer\ndata: " + response.body + "\n\n";
+  // The body is the API's one-line error object; the status goes in front.
+  std::string data = "{\"status\":" + std::to_string(response.status);
+  if (response.body.size() > 2 && response.body.front() == '{') data += "," + response.body.substr(1);
+  else data += "}";
+  return "event: error\ndata: " + data + "\n\n";
+}
+
 ServerResponse error_response(int http_status, std::string_view code, std::string_view message,
                               int retry_after_seconds) {
   ServerResponse r;
@@ -390,6 +403,7 @@ std::optional<ServerApi::AskOutcome> ServerApi::ask_typed(const ServerRequest& r
       return out;
     }
     if (auto limited = over_rate(options.tenant, 1)) return refuse(std::move(*limited));
+    options.on_token = request.on_token;
     auto answer = engine_.ask(question, options);
     if (!answer) return refuse(status_response(answer.status()));
     out.answer = std::move(answer).value();

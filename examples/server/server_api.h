@@ -8,6 +8,7 @@
 // Routes (JSON bodies; errors are {"error": {"code", "message"}}):
 //   POST /v1/ask                      {"question", "tenant", "use_cache", "semantic_threshold",
 //                                      "top_k", "min_answer_score", "timeout_ms", "priority"}
+//                                     (Accept: text/event-stream: streamed, see sse_token_event)
 //   POST /v1/ask:batch                the same with "questions": [...]
 //   GET|PUT|DELETE /v1/entries/{id}   an entry as in the JSONL knowledge format   (token)
 //   POST /v1/entries:import           JSONL body: every line added or updated     (token)
@@ -45,7 +46,11 @@ struct ServerRequest {
   std::string authorization;  // the Authorization header, "" when absent
   std::string request_id;     // x-request-id as sent, or one the server made
   std::chrono::milliseconds timeout{0};  // x-request-timeout-ms (gRPC: grpc-timeout); 0 = none given
+  // POST /v1/ask only: the answer's text as it is written (see
+  // AskOptions::on_token), for transports that stream it. Empty: none.
+  TokenCallback on_token;
 };
+
 
 struct ServerResponse {
   int status = 200;                          // HTTP status
@@ -56,6 +61,13 @@ struct ServerResponse {
   std::string tenant;
   std::string tier;                          // an ask's answer tier, "" otherwise
 };
+
+// Server-sent events for a streamed ask (Accept: text/event-stream):
+// "token" events carry {"text"} pieces as they are written, then one
+// "answer" event carries the answer's JSON, or an "error" event the error
+// body with its HTTP status ({"status", "error"}), and the stream ends.
+std::string sse_token_event(std::string_view piece);
+std::string sse_final_event(const ServerResponse& response);
 
 // Requests per second each tenant may ask; a tenant over it gets 429 with
 // Retry-After. Buckets of idle tenants are dropped once there are many, so

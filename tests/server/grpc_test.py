@@ -128,6 +128,36 @@ def case_grpc_stream_answers_in_order():
         check(firsts[1].answer.entry_id != "shop-en-reset-password", str(firsts[1]))
 
 
+def case_grpc_streams_generated_answers():
+    from server_protocols_test import ChatEngine
+    s_ = load_stubs()
+    with ChatEngine() as chat, Server("--grpc-port", "0", "--generator", chat.url, "--generator-model",
+                                      "token-delay-5") as server:
+        qa = s_.qa_grpc.QAStub(channel(server))
+        pieces = list(qa.AskStreamed(s_.qa.AskRequest(question=QUESTION), timeout=20))
+        check(len(pieces) > 10 and pieces[-1].HasField("answer"), "%d pieces" % len(pieces))
+        answer = pieces[-1].answer
+        check(answer.generated and not answer.degraded and answer.tier == "knowledge", str(answer))
+        check("".join(p.text for p in pieces[:-1]) == answer.answer, str(answer))
+        check(answer.matches[0].entry_id == "shop-en-reset-password", str(answer))
+        again = list(qa.AskStreamed(s_.qa.AskRequest(question=QUESTION), timeout=20))
+        check(len(again) == 2 and again[0].text == answer.answer and again[1].answer.tier == "result_cache",
+              str(again))
+        check(qa.Ask(s_.qa.AskRequest(question=QUESTION), timeout=10).generated, "unary Ask")
+        expect_code(lambda: list(qa.AskStreamed(s_.qa.AskRequest(question=""), timeout=10)),
+                    grpc.StatusCode.INVALID_ARGUMENT, "empty question")
+    with ChatEngine() as chat, Server("--grpc-port", "0", "--generator", chat.url, "--generator-model",
+                                      "reset-after-3") as server:
+        qa = s_.qa_grpc.QAStub(channel(server))
+        got = []
+
+        def read():
+            for piece in qa.AskStreamed(s_.qa.AskRequest(question=QUESTION), timeout=20):
+                got.append(piece)
+        expect_code(read, grpc.StatusCode.UNAVAILABLE, "a generation broken after it began")
+        check(len(got) == 3 and all(p.text for p in got), str(got))
+
+
 def case_grpc_administration_needs_the_token():
     s_ = load_stubs()
     with Server("--grpc-port", "0") as server:

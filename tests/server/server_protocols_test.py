@@ -125,6 +125,50 @@ def make_certificate(work, name="cert"):
     return cert, key
 
 
+CHAT_SERVER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support", "chat_completions_server.py")
+
+
+class ChatEngine:
+    """The stand-in LLM engine (tests/support/chat_completions_server.py)
+    on a free loopback port, or on a given one to come back after kill()."""
+
+    def __init__(self, port=0):
+        self.wanted_port = port
+
+    def __enter__(self):
+        self.process = subprocess.Popen([sys.executable, CHAT_SERVER, "--port", str(self.wanted_port)],
+                                        stdout=subprocess.PIPE, text=True)
+        line = self.process.stdout.readline()
+        check(line.startswith("listening "), "the chat engine did not start: %r" % line)
+        self.port = int(line.split()[1])
+        self.url = "http://127.0.0.1:%d" % self.port
+        return self
+
+    def kill(self):
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.wait()
+
+    def __exit__(self, *exc):
+        self.kill()
+        self.process.stdout.close()
+
+
+def server_sent_events(text):
+    """[(event, data as JSON)] of an event stream."""
+    events = []
+    for block in text.split("\n\n"):
+        name, data = "message", []
+        for line in block.split("\n"):
+            if line.startswith("event:"):
+                name = line[len("event:"):].strip()
+            elif line.startswith("data:"):
+                data.append(line[len("data:"):].lstrip(" "))
+        if data:
+            events.append((name, json.loads("\n".join(data))))
+    return events
+
+
 def curl(*args, data=None, timeout=20):
     """(status, headers dict, body) of one request made by curl."""
     command = ["curl", "-sS", "-k", "-D", "-", "--max-time", str(timeout)] + list(args)
@@ -548,6 +592,104 @@ def case_remote_encoder_through_another_server():
                 time.sleep(0.2)
     finally:
         host.__exit__(None, None, None)
+
+
+def case_generated_answers_stream_over_http_and_websocket():
+    """A server whose answers an LLM engine writes: server-sent events over
+    HTTP/1.1 and both HTTP/2 listeners, WebSocket pieces, the generation
+    cached like any answer, and its metrics."""
+    import websockets
+
+    with ChatEngine() as chat, Server("--generator", chat.url, "--generator-model", "token-delay-5") as s:
+        sse = ("-N", "-H", "Accept: text/event-stream")
+        for url, extra in ((s.url("/v1/ask"), ()), (s.url("/v1/ask", h2=True), ("--http2-prior-knowledge",))):
+            status, headers, body = curl(url, *sse, *extra, data=ask_body(use_cache=False))
+            check(status == 200 and headers.get("content-type") == "text/event-stream", "%d %s" % (status, headers))
+            events = server_sent_events(body)
+            tokens = [d["text"] for e, d in events if e == "token"]
+            check(len(tokens) > 10 and events[-1][0] == "answer", body[-800:])
+            answer = events[-1][1]
+            check(answer["generated"] and not answer["degraded"] and answer["tier"] == "knowledge", str(answer))
+            check("".join(tokens) == answer["answer"] and answer["answer"].startswith("From [1]: To reset"),
+                  str(answer))
+            check(answer["matches"][0]["entry_id"] == "shop-en-reset-password", str(answer))
+        # Cached: the same generation, whole, in one token event; plain JSON without the header.
+        status, _, body = curl(s.url("/v1/ask"), *sse, data=ask_body())
+        status, _, body = curl(s.url("/v1/ask"), *sse, data=ask_body())
+        events = server_sent_events(body)
+        check([e for e, _ in events] == ["token", "answer"] and events[1][1]["tier"] == "result_cache", body[:600])
+        check(events[1][1]["generated"] and events[0][1]["text"] == events[1][1]["answer"], body[:600])
+        status, _, body = curl(s.url("/v1/ask"), data=ask_body())
+        check(status == 200 and json.loads(body)["generated"], body)
+        # A refusal before any piece keeps its own status.
+        status, headers, body = curl(s.url("/v1/ask"), *sse, data=ask_body(question=""))
+        check(status == 400 and "application/json" in headers.get("content-type", ""), "%d %s" % (status, body))
+
+        async def websocket(port):
+            async with websockets.connect("ws://127.0.0.1:%d/v1/ws" % port) as ws:
+                await ws.send(json.dumps({"id": 7, "question": "When are you open?", "stream": True,
+                                          "use_cache": False}))
+                pieces = []
+                while True:
+                    message = json.loads(await ws.recv())
+                    check(message["id"] == 7, str(message))
+                    if "token" in message:
+                        pieces.append(message["token"])
+                        continue
+                    check(message["status"] == 200 and message["generated"], str(message))
+                    check("".join(pieces) == message["answer"] and len(pieces) > 3, str(message))
+                    break
+                await ws.send(json.dumps({"id": 8, "question": QUESTION, "stream": "yes"}))
+                message = json.loads(await ws.recv())
+                check(message["status"] == 400 and "stream" in message["error"]["message"], str(message))
+
+        asyncio.run(websocket(s.port))
+        _, _, metrics = curl(s.url("/metrics"))
+        check('rapidqa_generations_total{outcome="ok"} 4' in metrics, metrics[-3000:])
+        check("rapidqa_generation_time_to_first_token_seconds_count 4" in metrics, metrics[-3000:])
+        check('rapidqa_generation_tokens_total{kind="completion"}' in metrics, metrics[-3000:])
+
+
+def case_generator_faults_reach_clients_as_the_api_says():
+    """After the first piece a failed generation ends the event stream with
+    an error event (and nothing is cached); before it, the FAQ answer comes,
+    marked degraded; with the engine killed the breaker opens, and answers
+    are generated again once it is back."""
+    with ChatEngine() as chat:
+        with Server("--generator", chat.url, "--generator-model", "reset-after-3") as s:
+            for _ in range(2):  # the second is not served from a cache
+                status, _, body = curl(s.url("/v1/ask"), "-N", "-H", "Accept: text/event-stream", data=ask_body())
+                events = server_sent_events(body)
+                check(status == 200 and [e for e, _ in events] == ["token"] * 3 + ["error"], body)
+                check(events[-1][1]["status"] == 503 and "after it began" in events[-1][1]["error"]["message"], body)
+            status, _, body = curl(s.url("/v1/ask"), data=ask_body())
+            check(status == 503 and "after it began" in body, "%d %s" % (status, body))
+        with Server("--generator", chat.url, "--generator-model", "status-500") as s:
+            status, _, body = curl(s.url("/v1/ask"), "-N", "-H", "Accept: text/event-stream", data=ask_body())
+            events = server_sent_events(body)
+            check([e for e, _ in events] == ["token", "answer"], body)
+            answer = events[1][1]
+            check(answer["degraded"] and not answer["generated"] and answer["answer"].startswith("To reset"), body)
+    with ChatEngine() as chat:
+        port = chat.port
+        with Server("--generator", chat.url, "--generator-model", "test-model") as s:
+            fresh = ask_body(use_cache=False)
+            status, _, body = curl(s.url("/v1/ask"), data=fresh)
+            check(status == 200 and json.loads(body)["generated"], body)
+            chat.kill()
+            for _ in range(8):
+                status, _, body = curl(s.url("/v1/ask"), "-H", "x-request-timeout-ms: 2000", data=fresh)
+                check(status == 200 and json.loads(body)["degraded"], body)
+            _, _, metrics = curl(s.url("/metrics"))
+            check('rapidqa_remote_breaker_state{engine="remote-chat:test-model"} 1' in metrics, metrics[-3000:])
+            with ChatEngine(port):
+                deadline = time.time() + 15
+                while True:
+                    status, _, body = curl(s.url("/v1/ask"), data=fresh)
+                    if status == 200 and json.loads(body)["generated"]:
+                        break
+                    check(time.time() < deadline, "no generation after the engine came back: " + body)
+                    time.sleep(0.2)
 
 
 def case_sigterm_drains_requests_in_flight():
