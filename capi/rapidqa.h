@@ -120,7 +120,7 @@ typedef struct rqa_engine_options {
    * (lexical retrieval, stale cache) instead of failing. NULL or "" = not
    * used; excludes encoder_model_dir. Borrowed during create. */
   const char* remote_encoder_url;      /* base URL ("http://host:8080"); several separated by commas */
-  const char* remote_encoder_protocol; /* "openai" (NULL or "": the default) or "kserve" */
+  const char* remote_encoder_protocol; /* "openai" (NULL or "": the default), "kserve" (HTTP) or "kserve-grpc" */
   const char* remote_encoder_model;    /* the model's name at that engine (required) */
   const char* remote_encoder_token;    /* bearer token; NULL or "" = none */
   size_t remote_encoder_dimension;     /* expected vector length; 0 = whatever the engine gives */

@@ -65,10 +65,17 @@ if(RAPIDQA_WITH_SERVER AND RAPIDQA_BUILD_EXAMPLES)
   endif()
 endif()
 # gRPC C++ and protobuf (libgrpc++-dev, protobuf-compiler-grpc) for
-# rapidqa-server's gRPC services.
+# rapidqa-server's gRPC services, and for RemoteEncoder's KServe v2 over
+# gRPC (without them the core refuses that protocol).
+find_package(Protobuf QUIET)
+find_package(gRPC CONFIG QUIET)
+set(RAPIDQA_GRPC_CLIENT_SOURCES src/remote/grpc_absent.cpp)
+set(RAPIDQA_GRPC_CLIENT_LIBRARIES)
+if(Protobuf_FOUND AND gRPC_FOUND)
+  set(RAPIDQA_GRPC_CLIENT_SOURCES src/remote/grpc_lane.cpp src/remote/kserve_grpc_wire.cpp)
+  set(RAPIDQA_GRPC_CLIENT_LIBRARIES gRPC::grpc++ protobuf::libprotobuf)
+endif()
 if(RAPIDQA_WITH_SERVER AND RAPIDQA_BUILD_EXAMPLES)
-  find_package(Protobuf)
-  find_package(gRPC CONFIG)
   find_program(RAPIDQA_GRPC_CPP_PLUGIN grpc_cpp_plugin)
   if(NOT Protobuf_FOUND OR NOT gRPC_FOUND OR NOT RAPIDQA_GRPC_CPP_PLUGIN)
     message(FATAL_ERROR "RAPIDQA_WITH_SERVER needs gRPC C++ and protoc (libgrpc++-dev, protobuf-compiler, "
@@ -84,7 +91,8 @@ separate_arguments(RAPIDQA_TORCH_CXX_FLAGS UNIX_COMMAND "${TORCH_CXX_FLAGS}")
 set(RAPIDQA_CORE_DEPS
   faiss fmt::fmt nlohmann_json::nlohmann_json utf8proc::utf8proc ${RAPIDQA_REDIS_LIBRARIES}
   ${RAPIDQA_POSTGRES_LIBRARIES} OpenSSL::Crypto
-  SQLite::SQLite3 CURL::libcurl simdjson::simdjson OpenMP::OpenMP_CXX ${BLAS_LIBRARIES} Threads::Threads)
+  SQLite::SQLite3 CURL::libcurl simdjson::simdjson ${RAPIDQA_GRPC_CLIENT_LIBRARIES} OpenMP::OpenMP_CXX ${BLAS_LIBRARIES}
+  Threads::Threads)
 set(RAPIDQA_MODEL_DEPS)
 if(RAPIDQA_WITH_MODELS)
   set(RAPIDQA_MODEL_DEPS ${TORCH_LIBRARIES} DNNL::dnnl fmt::fmt ${BLAS_LIBRARIES} Threads::Threads)

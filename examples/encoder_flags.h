@@ -89,7 +89,8 @@ struct EncoderFlags {
       "  --bf16                   run that model in bfloat16 (CPUs with AVX512-BF16 or AMX only)\n"
       "  --remote-encoder URL     encode with a model another engine serves; repeat for more endpoints\n"
       "                           of the same model (http://host:port or https://...)\n"
-      "  --remote-protocol P      openai (POST /v1/embeddings, the default) or kserve (KServe v2 infer)\n"
+      "  --remote-protocol P      openai (POST /v1/embeddings, the default), kserve (KServe v2 infer over\n"
+      "                           HTTP) or kserve-grpc (KServe v2 ModelInfer over gRPC: Triton's gRPC port)\n"
       "  --remote-model NAME      the model's name at that engine (required with --remote-encoder)\n"
       "  --remote-dimension N     refuse to start unless its vectors have N values (default: any)\n"
       "  --remote-http2           HTTP/2 on http:// too (h2c, prior knowledge); https:// negotiates it\n"
@@ -118,8 +119,10 @@ struct EncoderFlags {
         remote.protocol = RemoteProtocol::kOpenAIEmbeddings;
       } else if (p == "kserve") {
         remote.protocol = RemoteProtocol::kKServeV2;
+      } else if (p == "kserve-grpc") {
+        remote.protocol = RemoteProtocol::kKServeV2Grpc;
       } else {
-        std::fprintf(stderr, "%s: --remote-protocol must be openai or kserve, not '%s'\n", tool, v);
+        std::fprintf(stderr, "%s: --remote-protocol must be openai, kserve or kserve-grpc, not '%s'\n", tool, v);
         return -1;
       }
     } else if (arg == "--remote-model") {

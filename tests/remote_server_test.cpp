@@ -40,7 +40,10 @@ namespace {
 // A rapidqa-server on the bundled FAQ, plain HTTP on two given ports.
 class ModelHost {
  public:
-  ModelHost() : port_(rapidqa::testing::free_loopback_port()), h2_port_(rapidqa::testing::free_loopback_port()) {
+  ModelHost()
+      : port_(rapidqa::testing::free_loopback_port()),
+        h2_port_(rapidqa::testing::free_loopback_port()),
+        grpc_port_(rapidqa::testing::free_loopback_port()) {
     log_ = std::string(RAPIDQA_TEST_WORK) + "/remote-host-" + std::to_string(port_) + ".log";
     start();
   }
@@ -49,7 +52,8 @@ class ModelHost {
     rapidqa::testing::ChildOptions o;
     o.output_file = log_;
     auto child = ChildProcess::start({RAPIDQA_TEST_SERVER, "--plain", "--port", std::to_string(port_), "--h2-port",
-                                      std::to_string(h2_port_), "--kb", RAPIDQA_TEST_FAQ},
+                                      std::to_string(h2_port_), "--grpc-port", std::to_string(grpc_port_), "--kb",
+                                      RAPIDQA_TEST_FAQ},
                                      o);
     REQUIRE(child.is_ok());
     child_ = std::move(child).value();
@@ -67,9 +71,10 @@ class ModelHost {
   void kill() { child_->kill_and_wait(); }
   std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
   std::string h2_url() const { return "http://127.0.0.1:" + std::to_string(h2_port_); }
+  std::string grpc_url() const { return "http://127.0.0.1:" + std::to_string(grpc_port_); }
 
  private:
-  int port_, h2_port_;
+  int port_, h2_port_, grpc_port_;
   std::string log_;
   std::unique_ptr<ChildProcess> child_;
 };
@@ -108,7 +113,10 @@ TEST_CASE("remote encoders over rapidqa-server give the host model's vectors", "
   h2.http_version = rapidqa::RemoteHttpVersion::kHttp2;
   RemoteEncoderOptions kserve = openai;
   kserve.protocol = RemoteProtocol::kKServeV2;
-  for (const auto& options : {openai, h2, kserve}) {
+  RemoteEncoderOptions kserve_grpc = kserve;  // the host's gRPC inference service
+  kserve_grpc.protocol = RemoteProtocol::kKServeV2Grpc;
+  kserve_grpc.endpoints = {host.grpc_url()};
+  for (const auto& options : {openai, h2, kserve, kserve_grpc}) {
     auto encoder = remote(options);
     std::vector<float> got;
     const auto encoded = encoder->encode(texts, got);
@@ -123,12 +131,27 @@ TEST_CASE("remote encoders over rapidqa-server give the host model's vectors", "
   auto refused = RemoteEncoder::create(unknown);
   REQUIRE(refused.status().code() == rapidqa::StatusCode::kNotFound);
   REQUIRE(refused.status().message().find("no-such-model") != std::string::npos);
+  unknown.protocol = RemoteProtocol::kKServeV2Grpc;
+  unknown.endpoints = {host.grpc_url()};
+  refused = RemoteEncoder::create(unknown);
+  INFO(refused.status().message());
+  REQUIRE(refused.status().code() == rapidqa::StatusCode::kNotFound);
+  REQUIRE(refused.status().message().find("no-such-model") != std::string::npos);
+  // A batch larger than one request carries is split, over gRPC too.
+  kserve_grpc.max_texts_per_request = 2;
+  std::vector<float> got;
+  REQUIRE(remote(kserve_grpc)->encode(texts, got).is_ok());
+  REQUIRE(got.size() == expected.size());
+  for (std::size_t i = 0; i < got.size(); ++i) REQUIRE(got[i] == Approx(expected[i]).margin(1e-5));
 }
 
 TEST_CASE("an engine answers through a remote host, degrades while it is down, and recovers", "[remote][server]") {
+  const bool over_grpc = GENERATE(false, true);  // OpenAI embeddings over HTTP, or KServe v2 over gRPC
+  INFO((over_grpc ? "KServe v2 over gRPC" : "OpenAI embeddings over HTTP"));
   ModelHost host;
   RemoteEncoderOptions o;
-  o.endpoints = {host.url()};
+  o.endpoints = {over_grpc ? host.grpc_url() : host.url()};
+  if (over_grpc) o.protocol = RemoteProtocol::kKServeV2Grpc;
   o.model = "rapidqa-encoder";
   o.max_retries = 1;
   o.connect_timeout = 200ms;
@@ -166,7 +189,8 @@ TEST_CASE("an engine answers through a remote host, degrades while it is down, a
   REQUIRE(m.remote_engines.size() == 1);
   REQUIRE(m.remote_engines[0].breaker == BreakerState::kOpen);
   REQUIRE(m.remote_engines[0].refused_by_breaker > 0);
-  REQUIRE(m.format_prometheus().find("rapidqa_remote_breaker_state{engine=\"remote-openai:rapidqa-encoder\"} 1") !=
+  const std::string engine_name = over_grpc ? "remote-kserve-grpc:rapidqa-encoder" : "remote-openai:rapidqa-encoder";
+  REQUIRE(m.format_prometheus().find("rapidqa_remote_breaker_state{engine=\"" + engine_name + "\"} 1") !=
           std::string::npos);
 
   host.start();
@@ -182,12 +206,14 @@ TEST_CASE("an engine answers through a remote host, degrades while it is down, a
 }
 
 TEST_CASE("the C ABI answers through a remote encoder", "[remote][server]") {
+  const bool over_grpc = GENERATE(false, true);
   ModelHost host;
   rqa_engine_options options;
   rqa_engine_options_init(&options);
-  const std::string urls = "http://127.0.0.1:1," + host.url();  // the first refuses: a retry goes to the second
+  // The first refuses: a retry goes to the second.
+  const std::string urls = "http://127.0.0.1:1," + (over_grpc ? host.grpc_url() : host.url());
   options.remote_encoder_url = urls.c_str();
-  options.remote_encoder_protocol = "kserve";
+  options.remote_encoder_protocol = over_grpc ? "kserve-grpc" : "kserve";
   options.remote_encoder_model = "rapidqa-encoder";
   options.remote_encoder_dimension = local_engine()->encoder().dimension();
   rqa_engine* engine = nullptr;

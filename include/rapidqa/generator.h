@@ -27,6 +27,7 @@
 #include "rapidqa/export.h"
 #include "rapidqa/metrics.h"
 #include "rapidqa/remote_encoder.h"
+#include "rapidqa/remote_engine.h"
 #include "rapidqa/status.h"
 
 namespace rapidqa {
@@ -65,9 +66,15 @@ class RAPIDQA_EXPORT Generator {
   virtual void add_metrics(MetricsSnapshot& snapshot) const { (void)snapshot; }
 };
 
-struct RemoteGeneratorOptions {
-  std::vector<std::string> endpoints;  // base URLs of engines serving the same model
-  std::string model;                   // required
+// RemoteEngineOptions (endpoints, model, authentication, TLS, timeouts,
+// retries before the first token, ejection, the breaker; see
+// remote_engine.h) and the generation's own settings.
+struct RemoteGeneratorOptions : RemoteEngineOptions {
+  RemoteGeneratorOptions() {
+    request_timeout = std::chrono::milliseconds(60000);  // generations take seconds
+    max_response_bytes = 4u << 20;
+    max_retries = 1;
+  }
   // The prompt: {question} and {sources} are replaced (the sources as
   // numbered blocks of question, answer and context).
   std::string system_prompt =
@@ -76,32 +83,9 @@ struct RemoteGeneratorOptions {
   std::string prompt_template = "Knowledge:\n{sources}\n\nQuestion: {question}";
   std::size_t max_tokens = 256;
   double temperature = 0.0;
-
-  std::string bearer_token;
-  std::vector<std::string> extra_headers;
-  RemoteHttpVersion http_version = RemoteHttpVersion::kAuto;
-  std::string ca_file;
-  bool verify_tls = true;
-  std::chrono::milliseconds connect_timeout{1000};
-  std::chrono::milliseconds request_timeout{60000};  // a call without a deadline of its own
   // A stream that sends nothing for this long is given up (a stalled
   // engine), even with time left; noticed within about a second of it.
   std::chrono::milliseconds stall_timeout{10000};
-  std::size_t max_response_bytes = 4u << 20;
-
-  // Before the first token only: retries on another endpoint within the
-  // budget, as RemoteEncoder.
-  EndpointChoice choice = EndpointChoice::kLeastLoaded;
-  std::size_t max_retries = 1;
-  double retry_budget_ratio = 0.2;
-  double retry_budget_floor = 10;
-  std::size_t eject_after_failures = 3;
-  std::chrono::milliseconds ejection_time{1000};
-  std::chrono::milliseconds max_ejection_time{30000};
-  std::size_t breaker_window = 20;
-  std::size_t breaker_min_calls = 5;
-  double breaker_failure_ratio = 0.5;
-  std::chrono::milliseconds breaker_open_time{2000};
 };
 
 class RAPIDQA_EXPORT RemoteGenerator final : public Generator {

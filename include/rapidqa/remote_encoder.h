@@ -2,7 +2,8 @@
 // protocol other engines speak: the OpenAI-compatible embeddings API
 // (POST /v1/embeddings: vLLM, text-embeddings-inference, llama.cpp server,
 // rapidqa-server) or the KServe v2 inference protocol over HTTP
-// (POST /v2/models/{name}/infer: Triton, rapidqa-server). It needs no
+// (POST /v2/models/{name}/infer: Triton, rapidqa-server) or gRPC
+// (GRPCInferenceService/ModelInfer). It needs no
 // LibTorch and belongs to rapidqa::core.
 //
 // One encode() call is one HTTP request per max_texts_per_request texts (the
@@ -44,6 +45,7 @@
 #include "rapidqa/encoder.h"
 #include "rapidqa/export.h"
 #include "rapidqa/metrics.h"
+#include "rapidqa/remote_engine.h"
 #include "rapidqa/status.h"
 
 namespace rapidqa {
@@ -51,25 +53,13 @@ namespace rapidqa {
 enum class RemoteProtocol {
   kOpenAIEmbeddings,  // POST {endpoint}/v1/embeddings
   kKServeV2,          // POST {endpoint}/v2/models/{model}/infer, one BYTES input, one FP32 output
+  kKServeV2Grpc,      // inference.GRPCInferenceService/ModelInfer over gRPC (http:// plaintext, https:// TLS)
 };
 
-enum class EndpointChoice {
-  kRoundRobin,
-  kLeastLoaded,  // fewest requests in flight; ties go to the lower recent latency
-};
-
-enum class RemoteHttpVersion {
-  kAuto,   // HTTP/1.1 keep-alive for http://, HTTP/2 when the server offers it (ALPN) for https://
-  kHttp1,  // HTTP/1.1 keep-alive everywhere
-  kHttp2,  // HTTP/2 everywhere: h2c with prior knowledge for http://
-};
-
-struct RemoteEncoderOptions {
-  // Base URLs of the engines that serve the same model ("http://host:8080",
-  // "https://host"), without the protocol's path. At least one.
-  std::vector<std::string> endpoints;
+// RemoteEngineOptions (endpoints, model, authentication, TLS, timeouts,
+// retries, ejection, the breaker) and the encoder's own settings.
+struct RemoteEncoderOptions : RemoteEngineOptions {
   RemoteProtocol protocol = RemoteProtocol::kOpenAIEmbeddings;
-  std::string model;              // the model's name at the engine (OpenAI "model", KServe {name}); required
   // The vector length. 0: learned from the first answer at create(). Either
   // way create() asks once and fails when the engine's vectors differ.
   std::size_t dimension = 0;
@@ -90,46 +80,12 @@ struct RemoteEncoderOptions {
   // FP32 output.
   std::string kserve_input = "text";
   std::string kserve_output;
-
-  std::string bearer_token;                 // "Authorization: Bearer ..." when set
-  std::vector<std::string> extra_headers;   // "Name: value" lines sent with every request
-  RemoteHttpVersion http_version = RemoteHttpVersion::kAuto;
-  std::string ca_file;                      // trusted certificates for https://; empty: the system's
-  bool verify_tls = true;                   // false only for tests with a self-signed certificate
-
-  std::chrono::milliseconds connect_timeout{1000};
-  // The budget of a call without a deadline of its own (create()'s check,
-  // knowledge loading, a caller of encode()).
-  std::chrono::milliseconds request_timeout{10000};
   std::size_t max_texts_per_request = 64;   // longer encode() calls are split
-  std::size_t max_response_bytes = 64u << 20;
-
-  EndpointChoice choice = EndpointChoice::kLeastLoaded;
-  // Retries go to another endpoint when there is one, only while time is
-  // left, and only while retries and hedges stay within retry_budget_ratio
-  // of the requests made (plus retry_budget_floor in reserve).
-  std::size_t max_retries = 2;
-  double retry_budget_ratio = 0.2;
-  double retry_budget_floor = 10;
   // Hedging: when a request has taken longer than this percentile of the
   // recent successful ones (and at least hedge_min_delay), the same
   // request also goes to another endpoint. 0 turns hedging off.
   double hedge_percentile = 0.95;
   std::chrono::milliseconds hedge_min_delay{2};
-  // Outlier ejection: this many failures in a row leave an endpoint out for
-  // ejection_time times the number of its ejections so far (at most
-  // max_ejection_time). 0 never ejects.
-  std::size_t eject_after_failures = 3;
-  std::chrono::milliseconds ejection_time{1000};
-  std::chrono::milliseconds max_ejection_time{30000};
-  // The circuit breaker opens when at least breaker_min_calls of the last
-  // breaker_window calls were made and breaker_failure_ratio of them failed,
-  // or when every endpoint is ejected; it stays open for breaker_open_time,
-  // then lets one trial call through.
-  std::size_t breaker_window = 20;
-  std::size_t breaker_min_calls = 5;
-  double breaker_failure_ratio = 0.5;
-  std::chrono::milliseconds breaker_open_time{2000};
 };
 
 class RAPIDQA_EXPORT RemoteEncoder final : public Encoder {

@@ -1,5 +1,7 @@
 #include "remote/embedding_protocol.h"
 
+#include "remote/kserve_grpc_wire.h"
+
 #include <fmt/format.h>
 
 #include <nlohmann/json.hpp>
@@ -58,10 +60,12 @@ Status check_length(std::size_t got, std::size_t& dimension, std::size_t row) {
 
 std::string EmbeddingProtocol::path() const {
   if (protocol == RemoteProtocol::kOpenAIEmbeddings) return "/v1/embeddings";
+  if (protocol == RemoteProtocol::kKServeV2Grpc) return "";  // the gRPC method is the call's, not a path
   return "/v2/models/" + escape_segment(model) + "/infer";
 }
 
 std::string EmbeddingProtocol::request_body(const std::vector<std::string>& texts) const {
+  if (protocol == RemoteProtocol::kKServeV2Grpc) return kserve_grpc_request(model, kserve_input, kserve_output, texts);
   json body;
   if (protocol == RemoteProtocol::kOpenAIEmbeddings) {
     body = {{"model", model}, {"input", texts}, {"encoding_format", base64_vectors ? "base64" : "float"}};
@@ -113,6 +117,10 @@ simdjson::dom::parser& thread_parser() {
 // of a millisecond per request, more than the rest of the network path.
 Status EmbeddingProtocol::read_vectors(const std::string& body, std::size_t count, std::size_t& dimension,
                                        std::vector<float>& out) const {
+  if (protocol == RemoteProtocol::kKServeV2Grpc) {
+    out.clear();
+    return kserve_grpc_vectors(body, kserve_output, count, dimension, out);
+  }
   element doc;
   object root;
   if (thread_parser().parse(body).get(doc) != simdjson::SUCCESS || doc.get_object().get(root) != simdjson::SUCCESS) {

@@ -1,5 +1,6 @@
-// The two embedding protocols' request bodies and answers: the OpenAI
-// embeddings API and the KServe v2 inference protocol (JSON over HTTP).
+// The embedding protocols' request bodies and answers: the OpenAI
+// embeddings API and the KServe v2 inference protocol (JSON over HTTP, or
+// protobuf messages over gRPC: kserve_grpc_wire.h).
 // Pure functions, tested on their own against the documented shapes.
 //
 // Thread safety: stateless.

@@ -67,21 +67,33 @@ struct Hedge {
   std::size_t tag = 0;
 };
 
-class HttpLane {
+// A caller's way to a remote engine: one request and, when it is slow, a
+// hedge to another endpoint. HttpLane (libcurl) and GrpcLane (gRPC)
+// implement it.
+class RequestLane {
  public:
-  explicit HttpLane(HttpSettings settings);
-  ~HttpLane();
-  HttpLane(const HttpLane&) = delete;
-  HttpLane& operator=(const HttpLane&) = delete;
-
+  virtual ~RequestLane() = default;
   // Sends `first` (tagged first_tag). When hedge_after is set and the first
   // has not finished by then, calls make_hedge() and, when it gives a
   // request, sends that too. Returns when a transfer succeeded, when every
   // transfer started has finished, or at the deadline; `finished` is called
   // once per transfer started, with its tag and what came of it.
+  virtual void run(const HttpRequest& first, std::size_t first_tag,
+                   std::optional<std::chrono::nanoseconds> hedge_after,
+                   const std::function<std::optional<Hedge>()>& make_hedge, SteadyTime deadline,
+                   const std::function<void(std::size_t tag, HttpResponse&)>& finished) = 0;
+};
+
+class HttpLane final : public RequestLane {
+ public:
+  explicit HttpLane(HttpSettings settings);
+  ~HttpLane() override;
+  HttpLane(const HttpLane&) = delete;
+  HttpLane& operator=(const HttpLane&) = delete;
+
   void run(const HttpRequest& first, std::size_t first_tag, std::optional<std::chrono::nanoseconds> hedge_after,
            const std::function<std::optional<Hedge>()>& make_hedge, SteadyTime deadline,
-           const std::function<void(std::size_t tag, HttpResponse&)>& finished);
+           const std::function<void(std::size_t tag, HttpResponse&)>& finished) override;
 
  private:
   struct Transfer;

@@ -9,6 +9,7 @@
 #include "remote/circuit_breaker.h"
 #include "remote/embedding_protocol.h"
 #include "remote/endpoint_set.h"
+#include "remote/grpc_lane.h"
 #include "remote/http_lane.h"
 #include "remote/remote_calls.h"
 
@@ -21,8 +22,14 @@ using std::chrono::steady_clock;
 
 Status check_options(RemoteEncoderOptions& o) {
   if (Status s = remote::check_common_options("remote encoder", o); !s.is_ok()) return s;
-  if (o.protocol == RemoteProtocol::kKServeV2 && o.kserve_input.empty()) {
+  if (o.protocol != RemoteProtocol::kOpenAIEmbeddings && o.kserve_input.empty()) {
     return Status::invalid_argument("remote encoder: kserve_input is empty");
+  }
+  if (o.protocol == RemoteProtocol::kKServeV2Grpc) {
+    if (!remote::grpc_client_available()) {
+      return Status::failed_precondition("remote encoder: this build has no gRPC client (gRPC C++ was not found)");
+    }
+    if (!o.verify_tls) return Status::invalid_argument("remote encoder: over gRPC, TLS is always verified");
   }
   if (o.max_texts_per_request == 0) return Status::invalid_argument("remote encoder: max_texts_per_request must be positive");
   if (!(o.hedge_percentile >= 0 && o.hedge_percentile < 1)) {
@@ -57,7 +64,8 @@ struct RemoteEncoder::Impl {
   remote::CircuitBreaker& breaker = guards.breaker;
   remote::RetryBudget& budget = guards.budget;
   std::mutex lanes_mu;
-  std::vector<std::unique_ptr<remote::HttpLane>> idle_lanes;  // guarded by lanes_mu
+  std::vector<std::unique_ptr<remote::RequestLane>> idle_lanes;  // guarded by lanes_mu
+  std::shared_ptr<remote::GrpcChannels> grpc_channels;            // KServe over gRPC: one channel per endpoint
 
   explicit Impl(RemoteEncoderOptions o)
       : options(std::move(o)), dimension(options.dimension), guards(options) {
@@ -66,14 +74,19 @@ struct RemoteEncoder::Impl {
     protocol.kserve_input = options.kserve_input;
     protocol.kserve_output = options.kserve_output;
     protocol.base64_vectors = options.base64_vectors;
+    if (options.protocol == RemoteProtocol::kKServeV2Grpc) {
+      grpc_channels = std::make_shared<remote::GrpcChannels>(options.ca_file);
+    }
   }
 
   std::string name() const {
-    return fmt::format("remote-{}:{}", options.protocol == RemoteProtocol::kOpenAIEmbeddings ? "openai" : "kserve",
-                       options.model);
+    const char* kind = options.protocol == RemoteProtocol::kOpenAIEmbeddings ? "openai"
+                       : options.protocol == RemoteProtocol::kKServeV2     ? "kserve"
+                                                                           : "kserve-grpc";
+    return fmt::format("remote-{}:{}", kind, options.model);
   }
 
-  std::unique_ptr<remote::HttpLane> take_lane() {
+  std::unique_ptr<remote::RequestLane> take_lane() {
     {
       std::lock_guard<std::mutex> lock(lanes_mu);
       if (!idle_lanes.empty()) {
@@ -82,9 +95,12 @@ struct RemoteEncoder::Impl {
         return lane;
       }
     }
+    if (grpc_channels) {
+      return std::make_unique<remote::GrpcLane>(grpc_channels, "/inference.GRPCInferenceService/ModelInfer");
+    }
     return std::make_unique<remote::HttpLane>(guards.http);
   }
-  void return_lane(std::unique_ptr<remote::HttpLane> lane) {
+  void return_lane(std::unique_ptr<remote::RequestLane> lane) {
     std::lock_guard<std::mutex> lock(lanes_mu);
     if (idle_lanes.size() < 64) idle_lanes.push_back(std::move(lane));
   }
