@@ -71,6 +71,7 @@ bool read_fp32_contents(const std::string& bytes, std::vector<float>& out) {
         Wire::GetTagWireType(tag) == Wire::WIRETYPE_LENGTH_DELIMITED) {  // packed
       std::string packed;
       if (!read_bytes(in, packed) || packed.size() % 4 != 0) return false;
+      if (packed.empty()) continue;
       const std::size_t first = out.size();
       out.resize(first + packed.size() / 4);
       std::memcpy(out.data() + first, packed.data(), packed.size());  // little-endian, as x86 is
