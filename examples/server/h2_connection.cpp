@@ -136,58 +136,52 @@ bool H2Connection::receive(const unsigned char* data, std::size_t length) {
   return used >= 0;
 }
 
+namespace {
+
+// A header for nghttp2, borrowing both strings (they outlive the submit).
+nghttp2_nv header(const char* name, const std::string& value) {
+  return nghttp2_nv{reinterpret_cast<std::uint8_t*>(const_cast<char*>(name)),
+                    reinterpret_cast<std::uint8_t*>(const_cast<char*>(value.data())), std::strlen(name), value.size(),
+                    NGHTTP2_NV_FLAG_NONE};
+}
+
+// Submits a response's headers and, when given, the body its data provider
+// reads until the stream closes (kept in `bodies` until then).
+template <typename Bodies>
+bool submit(nghttp2_session* session, Bodies& bodies, std::int32_t stream_id, const std::vector<nghttp2_nv>& headers,
+            std::unique_ptr<H2OutgoingBody> body) {
+  if (!body) return nghttp2_submit_response(session, stream_id, headers.data(), headers.size(), nullptr) == 0;
+  nghttp2_data_provider provider;
+  provider.source.ptr = body.get();
+  provider.read_callback = &read_body;
+  if (nghttp2_submit_response(session, stream_id, headers.data(), headers.size(), &provider) != 0) return false;
+  bodies.push_back({stream_id, std::move(body)});
+  return true;
+}
+
+}  // namespace
+
 bool H2Connection::respond(std::int32_t stream_id, const ServerResponse& response, const std::string& request_id,
                            bool head) {
   if (!stream_of(session_, stream_id)) return false;
   const std::string status = std::to_string(response.status);
   const std::string length = std::to_string(response.body.size());
   const std::string retry = std::to_string(response.retry_after_seconds);
-  auto header = [](const char* name, const std::string& value) {
-    return nghttp2_nv{reinterpret_cast<std::uint8_t*>(const_cast<char*>(name)),
-                      reinterpret_cast<std::uint8_t*>(const_cast<char*>(value.data())), std::strlen(name),
-                      value.size(), NGHTTP2_NV_FLAG_NONE};
-  };
   std::vector<nghttp2_nv> headers = {header(":status", status), header("content-type", response.content_type),
                                      header("content-length", length)};
   if (!request_id.empty()) headers.push_back(header("x-request-id", request_id));
   if (response.retry_after_seconds > 0) headers.push_back(header("retry-after", retry));
-  if (head || response.body.empty()) {
-    return nghttp2_submit_response(session_, stream_id, headers.data(), headers.size(), nullptr) == 0;
-  }
-  // The body lives until the stream closes: the data provider reads it.
-  auto* body = new H2OutgoingBody{response.body, 0};
-  nghttp2_data_provider provider;
-  provider.source.ptr = body;
-  provider.read_callback = &read_body;
-  if (nghttp2_submit_response(session_, stream_id, headers.data(), headers.size(), &provider) != 0) {
-    delete body;
-    return false;
-  }
-  bodies_.push_back({stream_id, std::unique_ptr<H2OutgoingBody>(body)});
-  return true;
+  if (head || response.body.empty()) return submit(session_, bodies_, stream_id, headers, nullptr);
+  return submit(session_, bodies_, stream_id, headers, std::make_unique<H2OutgoingBody>(H2OutgoingBody{response.body, 0, false}));
 }
 
 bool H2Connection::start_stream(std::int32_t stream_id, const std::string& content_type, const std::string& request_id) {
   if (!stream_of(session_, stream_id)) return false;
-  auto header = [](const char* name, const std::string& value) {
-    return nghttp2_nv{reinterpret_cast<std::uint8_t*>(const_cast<char*>(name)),
-                      reinterpret_cast<std::uint8_t*>(const_cast<char*>(value.data())), std::strlen(name),
-                      value.size(), NGHTTP2_NV_FLAG_NONE};
-  };
   const std::string status = "200", no_cache = "no-cache";
   std::vector<nghttp2_nv> headers = {header(":status", status), header("content-type", content_type),
                                      header("cache-control", no_cache)};
   if (!request_id.empty()) headers.push_back(header("x-request-id", request_id));
-  auto* body = new H2OutgoingBody{{}, 0, true};
-  nghttp2_data_provider provider;
-  provider.source.ptr = body;
-  provider.read_callback = &read_body;
-  if (nghttp2_submit_response(session_, stream_id, headers.data(), headers.size(), &provider) != 0) {
-    delete body;
-    return false;
-  }
-  bodies_.push_back({stream_id, std::unique_ptr<H2OutgoingBody>(body)});
-  return true;
+  return submit(session_, bodies_, stream_id, headers, std::make_unique<H2OutgoingBody>(H2OutgoingBody{{}, 0, true}));
 }
 
 bool H2Connection::append_stream(std::int32_t stream_id, std::string_view data, bool end) {

@@ -97,6 +97,7 @@ class H2Connection {
 
  private:
   friend struct H2Callbacks;
+
   Listener& listener_;
   Settings settings_;
   void* owner_;
