@@ -97,7 +97,6 @@ class H2Connection {
 
  private:
   friend struct H2Callbacks;
-
   Listener& listener_;
   Settings settings_;
   void* owner_;
