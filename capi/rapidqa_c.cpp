@@ -296,13 +296,12 @@ rqa_status rqa_engine_create(const rqa_engine_options* options, rqa_engine** out
       if (o.encoder) return fail(RQA_INVALID_ARGUMENT, "encoder_model_dir and remote_encoder_url exclude each other");
       rapidqa::RemoteEncoderOptions ro;
       ro.endpoints = comma_separated(c.remote_encoder_url);
-      const std::string protocol = c.remote_encoder_protocol ? c.remote_encoder_protocol : "";
-      if (protocol == "kserve") {
-        ro.protocol = rapidqa::RemoteProtocol::kKServeV2;
-      } else if (protocol == "kserve-grpc") {
-        ro.protocol = rapidqa::RemoteProtocol::kKServeV2Grpc;
-      } else if (!protocol.empty() && protocol != "openai") {
-        return fail(RQA_INVALID_ARGUMENT, "remote_encoder_protocol must be \"openai\", \"kserve\" or \"kserve-grpc\"");
+      if (c.remote_encoder_protocol && *c.remote_encoder_protocol) {
+        const auto protocol = rapidqa::remote_protocol_from_name(c.remote_encoder_protocol);
+        if (!protocol) {
+          return fail(RQA_INVALID_ARGUMENT, "remote_encoder_protocol must be \"openai\", \"kserve\" or \"kserve-grpc\"");
+        }
+        ro.protocol = *protocol;
       }
       if (c.remote_encoder_model) ro.model = c.remote_encoder_model;
       if (c.remote_encoder_token) ro.bearer_token = c.remote_encoder_token;

@@ -114,17 +114,12 @@ struct EncoderFlags {
       remote.endpoints.emplace_back(v);
     } else if (arg == "--remote-protocol") {
       if (!(v = value.text())) return -1;
-      const std::string p = v;
-      if (p == "openai") {
-        remote.protocol = RemoteProtocol::kOpenAIEmbeddings;
-      } else if (p == "kserve") {
-        remote.protocol = RemoteProtocol::kKServeV2;
-      } else if (p == "kserve-grpc") {
-        remote.protocol = RemoteProtocol::kKServeV2Grpc;
-      } else {
+      const auto protocol = remote_protocol_from_name(v);
+      if (!protocol) {
         std::fprintf(stderr, "%s: --remote-protocol must be openai, kserve or kserve-grpc, not '%s'\n", tool, v);
         return -1;
       }
+      remote.protocol = *protocol;
     } else if (arg == "--remote-model") {
       if (!(v = value.text())) return -1;
       remote.model = v;

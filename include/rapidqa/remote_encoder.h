@@ -39,7 +39,9 @@
 #include <chrono>
 #include <cstddef>
 #include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "rapidqa/encoder.h"
@@ -55,6 +57,10 @@ enum class RemoteProtocol {
   kKServeV2,          // POST {endpoint}/v2/models/{model}/infer, one BYTES input, one FP32 output
   kKServeV2Grpc,      // inference.GRPCInferenceService/ModelInfer over gRPC (http:// plaintext, https:// TLS)
 };
+// The protocol's name in the tools and the C ABI ("openai", "kserve",
+// "kserve-grpc"), and back; nullopt for a name that is none of them.
+RAPIDQA_EXPORT const char* remote_protocol_name(RemoteProtocol protocol) noexcept;
+RAPIDQA_EXPORT std::optional<RemoteProtocol> remote_protocol_from_name(std::string_view name) noexcept;
 
 // RemoteEngineOptions (endpoints, model, authentication, TLS, timeouts,
 // retries, ejection, the breaker) and the encoder's own settings.

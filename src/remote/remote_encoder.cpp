@@ -79,12 +79,7 @@ struct RemoteEncoder::Impl {
     }
   }
 
-  std::string name() const {
-    const char* kind = options.protocol == RemoteProtocol::kOpenAIEmbeddings ? "openai"
-                       : options.protocol == RemoteProtocol::kKServeV2     ? "kserve"
-                                                                           : "kserve-grpc";
-    return fmt::format("remote-{}:{}", kind, options.model);
-  }
+  std::string name() const { return fmt::format("remote-{}:{}", remote_protocol_name(options.protocol), options.model); }
 
   std::unique_ptr<remote::RequestLane> take_lane() {
     {
@@ -110,9 +105,7 @@ struct RemoteEncoder::Impl {
     r.url = endpoints.url(endpoint) + protocol.path();
     r.body = body;
     r.headers = guards.headers;
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - steady_clock::now()).count();
-    // The engine learns the budget (rapidqa-server reads this header).
-    r.headers.push_back(fmt::format("x-request-timeout-ms: {}", std::max<long long>(1, left)));
+    r.headers.push_back(remote::deadline_header(deadline));  // the engine learns the budget
     return r;
   }
 
@@ -223,6 +216,22 @@ struct RemoteEncoder::Impl {
     return last;
   }
 };
+
+const char* remote_protocol_name(RemoteProtocol protocol) noexcept {
+  switch (protocol) {
+    case RemoteProtocol::kOpenAIEmbeddings: return "openai";
+    case RemoteProtocol::kKServeV2: return "kserve";
+    case RemoteProtocol::kKServeV2Grpc: return "kserve-grpc";
+  }
+  return "unknown";
+}
+
+std::optional<RemoteProtocol> remote_protocol_from_name(std::string_view name) noexcept {
+  for (RemoteProtocol p : {RemoteProtocol::kOpenAIEmbeddings, RemoteProtocol::kKServeV2, RemoteProtocol::kKServeV2Grpc}) {
+    if (name == remote_protocol_name(p)) return p;
+  }
+  return std::nullopt;
+}
 
 RemoteEncoder::RemoteEncoder(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 RemoteEncoder::~RemoteEncoder() = default;
