@@ -3,6 +3,8 @@
 #include <curl/curl.h>
 #include <fmt/format.h>
 
+#include <algorithm>
+
 namespace rapidqa::remote {
 
 long curl_http_version(RemoteHttpVersion v) {
@@ -23,6 +25,12 @@ StatusCode code_of_client_error(long status) {
   if (status == 401 || status == 403) return StatusCode::kFailedPrecondition;
   if (status == 404) return StatusCode::kNotFound;
   return StatusCode::kInvalidArgument;
+}
+
+std::string deadline_header(SteadyTime deadline) {
+  const auto left =
+      std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
+  return fmt::format("x-request-timeout-ms: {}", std::max<long long>(1, left));
 }
 
 Status check_common_options(const char* what, RemoteEngineOptions& o) {

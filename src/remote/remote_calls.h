@@ -25,6 +25,10 @@ long curl_http_version(RemoteHttpVersion v);
 bool is_client_error(long http_status);
 StatusCode code_of_client_error(long http_status);
 
+// The "x-request-timeout-ms: N" header that tells an engine (rapidqa-server
+// reads it) the milliseconds left until `deadline`, at least 1.
+std::string deadline_header(SteadyTime deadline);
+
 // Checks what every client's options carry; `what` names the client in
 // errors. Trailing slashes come off the endpoints.
 Status check_common_options(const char* what, RemoteEngineOptions& o);

@@ -153,9 +153,7 @@ struct RemoteGenerator::Impl {
     curl_easy_reset(e);
     std::vector<std::string> headers = guards.headers;
     headers.push_back("Accept: text/event-stream");
-    headers.push_back(fmt::format(
-        "x-request-timeout-ms: {}",
-        std::max<long long>(1, std::chrono::duration_cast<std::chrono::milliseconds>(deadline - s.started).count())));
+    headers.push_back(remote::deadline_header(deadline));
     curl_slist* list = remote::json_headers(headers);
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - s.started).count();
     remote::set_post_options(e, guards.http, url, body, list, static_cast<long>(left));
