@@ -107,12 +107,11 @@ struct SessionData {
 struct Completion {
   std::uint64_t exchange_id;
   ServerResponse response;  // HTTP
-  std::string ws_reply;     // WebSocket (without LWS_PRE)
+  // WebSocket: the message (without LWS_PRE); a piece of a streamed HTTP
+  // answer: its server-sent event.
+  std::string message;
   bool websocket = false;
-  // A piece of a streamed answer (an SSE event, or a WebSocket message in
-  // ws_reply); the request is still at its worker.
-  bool partial = false;
-  std::string event;
+  bool partial = false;     // a piece of a streamed answer: the request is still at its worker
 };
 
 struct HttpTransport::Impl final : H2Connection::Listener {
@@ -338,28 +337,9 @@ struct HttpTransport::Impl final : H2Connection::Listener {
   // (HTTP/1.1 then closes the connection at the end), then the events.
   int on_sse_writeable(lws* wsi, void* user, Exchange& e) {
     if (!e.headers_sent) {
-      unsigned char buffer[LWS_PRE + 1024];
-      unsigned char* start = buffer + LWS_PRE;
-      unsigned char* p = start;
-      unsigned char* end = buffer + sizeof buffer - 1;
-      if (lws_add_http_common_headers(wsi, 200, "text/event-stream", LWS_ILLEGAL_HTTP_CONTENT_LEN, &p, end)) return 1;
-      const std::string& rid = e.request.request_id;
-      if (!rid.empty() &&
-          lws_add_http_header_by_name(wsi, reinterpret_cast<const unsigned char*>("x-request-id:"),
-                                      reinterpret_cast<const unsigned char*>(rid.data()), static_cast<int>(rid.size()),
-                                      &p, end)) {
-        return 1;
-      }
-      if (lws_add_http_header_by_token(wsi, WSI_TOKEN_HTTP_CACHE_CONTROL,
-                                       reinterpret_cast<const unsigned char*>("no-cache"), 8, &p, end)) {
-        return 1;
-      }
-      if (!e.http2 && lws_add_http_header_by_token(wsi, WSI_TOKEN_CONNECTION,
-                                                   reinterpret_cast<const unsigned char*>("close"), 5, &p, end)) {
-        return 1;
-      }
-      if (lws_finalize_write_http_header(wsi, start, &p, end)) return 1;
-      e.headers_sent = true;
+      std::vector<std::pair<lws_token_indexes, std::string>> extra = {{WSI_TOKEN_HTTP_CACHE_CONTROL, "no-cache"}};
+      if (!e.http2) extra.emplace_back(WSI_TOKEN_CONNECTION, "close");
+      if (write_headers(wsi, e, 200, "text/event-stream", LWS_ILLEGAL_HTTP_CONTENT_LEN, extra)) return 1;
       lws_callback_on_writable(wsi);
       return 0;
     }
@@ -377,9 +357,41 @@ struct HttpTransport::Impl final : H2Connection::Listener {
       if (!e.sse_pending.empty() || e.sse_ended) lws_callback_on_writable(wsi);
       return 0;
     }
-    const bool http2 = e.http2;
+    return end_response(wsi, user, !e.http2);  // HTTP/1.1 sent no length: the close ends the body
+  }
+
+  // The headers of a response: status, type, length (LWS_ILLEGAL_HTTP_CONTENT_LEN:
+  // none), the request's id, then `extra`. Non-zero when lws refused.
+  int write_headers(lws* wsi, Exchange& e, unsigned int status, const char* content_type, lws_filepos_t length,
+                    const std::vector<std::pair<lws_token_indexes, std::string>>& extra) {
+    unsigned char buffer[LWS_PRE + 2048];
+    unsigned char* start = buffer + LWS_PRE;
+    unsigned char* p = start;
+    unsigned char* end = buffer + sizeof buffer - 1;
+    if (lws_add_http_common_headers(wsi, status, content_type, length, &p, end)) return 1;
+    const std::string& rid = e.request.request_id;
+    if (!rid.empty() &&
+        lws_add_http_header_by_name(wsi, reinterpret_cast<const unsigned char*>("x-request-id:"),
+                                    reinterpret_cast<const unsigned char*>(rid.data()), static_cast<int>(rid.size()),
+                                    &p, end)) {
+      return 1;
+    }
+    for (const auto& [token, value] : extra) {
+      if (lws_add_http_header_by_token(wsi, token, reinterpret_cast<const unsigned char*>(value.data()),
+                                       static_cast<int>(value.size()), &p, end)) {
+        return 1;
+      }
+    }
+    if (lws_finalize_write_http_header(wsi, start, &p, end)) return 1;
+    e.headers_sent = true;
+    return 0;
+  }
+
+  // The response's last bytes are out: forget the exchange, then close the
+  // connection or keep it for the next request.
+  int end_response(lws* wsi, void* user, bool close) {
     close_exchange(user);
-    if (!http2) return -1;  // no length was sent: the close ends the body
+    if (close) return -1;
     return lws_http_transaction_completed(wsi) ? -1 : 0;
   }
 
@@ -407,7 +419,7 @@ struct HttpTransport::Impl final : H2Connection::Listener {
     if (e.sse) {
       e.request.on_token = piece_sender(e.id, e.gone, [](std::string_view piece) {
         Completion c{};
-        c.event = sse_token_event(piece);
+        c.message = sse_token_event(piece);
         return c;
       });
     }
@@ -447,36 +459,12 @@ struct HttpTransport::Impl final : H2Connection::Listener {
     if (!e || !e->response) return 0;
     ServerResponse& r = *e->response;
     if (!e->headers_sent) {
-      unsigned char buffer[LWS_PRE + 2048];
-      unsigned char* start = buffer + LWS_PRE;
-      unsigned char* p = start;
-      unsigned char* end = buffer + sizeof buffer - 1;
-      if (lws_add_http_common_headers(wsi, static_cast<unsigned int>(r.status), r.content_type.c_str(),
-                                      r.body.size(), &p, end)) {
+      std::vector<std::pair<lws_token_indexes, std::string>> extra;
+      if (r.retry_after_seconds > 0) extra.emplace_back(WSI_TOKEN_HTTP_RETRY_AFTER, std::to_string(r.retry_after_seconds));
+      if (e->close_after && !e->http2 && !e->websocket) extra.emplace_back(WSI_TOKEN_CONNECTION, "close");
+      if (write_headers(wsi, *e, static_cast<unsigned int>(r.status), r.content_type.c_str(), r.body.size(), extra)) {
         return 1;
       }
-      const std::string& rid = e->request.request_id;
-      if (!rid.empty() &&
-          lws_add_http_header_by_name(wsi, reinterpret_cast<const unsigned char*>("x-request-id:"),
-                                      reinterpret_cast<const unsigned char*>(rid.data()), static_cast<int>(rid.size()),
-                                      &p, end)) {
-        return 1;
-      }
-      if (r.retry_after_seconds > 0) {
-        const std::string seconds = std::to_string(r.retry_after_seconds);
-        if (lws_add_http_header_by_token(wsi, WSI_TOKEN_HTTP_RETRY_AFTER,
-                                         reinterpret_cast<const unsigned char*>(seconds.data()),
-                                         static_cast<int>(seconds.size()), &p, end)) {
-          return 1;
-        }
-      }
-      if (e->close_after && !e->http2 && !e->websocket &&
-          lws_add_http_header_by_token(wsi, WSI_TOKEN_CONNECTION, reinterpret_cast<const unsigned char*>("close"), 5,
-                                       &p, end)) {
-        return 1;
-      }
-      if (lws_finalize_write_http_header(wsi, start, &p, end)) return 1;
-      e->headers_sent = true;
       if (e->request.method == "HEAD") r.body.clear();
       lws_callback_on_writable(wsi);
       return 0;
@@ -493,10 +481,7 @@ struct HttpTransport::Impl final : H2Connection::Listener {
       lws_callback_on_writable(wsi);
       return 0;
     }
-    const bool close = e->close_after;
-    close_exchange(user);
-    if (close) return -1;
-    return lws_http_transaction_completed(wsi) ? -1 : 0;
+    return end_response(wsi, user, e->close_after);
   }
 
   // WebSocket ---------------------------------------------------------
@@ -598,7 +583,7 @@ struct HttpTransport::Impl final : H2Connection::Listener {
       request.on_token = piece_sender(e->id, e->gone, [id](std::string_view piece) {
         Completion c{};
         c.websocket = true;
-        c.ws_reply = tools::json_line({{"id", id}, {"token", piece}});
+        c.message = tools::json_line({{"id", id}, {"token", piece}});
         return c;
       });
     }
@@ -621,11 +606,8 @@ struct HttpTransport::Impl final : H2Connection::Listener {
   // The response body is a JSON object made by the API: the id and status
   // are put in front of its members as text, not by parsing it again.
   static std::string ws_reply(const json& id, const ServerResponse& response) {
-    std::string reply = "{\"id\":" + tools::json_line(id) + ",\"status\":" + std::to_string(response.status);
-    const std::string& body = response.body;
-    const auto first = body.find_first_not_of(" \t\r\n", 1);
-    if (body.empty() || body.front() != '{' || first == std::string::npos || body[first] == '}') return reply + "}";
-    return reply + "," + body.substr(1);
+    return json_with_members_first("\"id\":" + tools::json_line(id) + ",\"status\":" + std::to_string(response.status),
+                                   response.body);
   }
 
   static std::string ws_error(const json& id, const char* code, const std::string& message) {
@@ -668,13 +650,13 @@ struct HttpTransport::Impl final : H2Connection::Listener {
       Exchange& e = *it->second;
       if (c.partial) {
         if (c.websocket) {
-          queue_ws_reply(e, c.ws_reply);
+          queue_ws_reply(e, c.message);
         } else {
-          stream_event(e, c.event, false);
+          stream_event(e, c.message, false);
         }
       } else if (c.websocket) {
         --e.in_flight;
-        queue_ws_reply(e, c.ws_reply);
+        queue_ws_reply(e, c.message);
       } else {
         e.response = std::move(c.response);
         deliver(e);

@@ -199,11 +199,15 @@ std::string sse_token_event(std::string_view piece) {
 
 std::string sse_final_event(const ServerResponse& response) {
   if (response.status == 200) return "event: answer\ndata: " + response.body + "\n\n";
-  // The body is the API's one-line error object; the status goes in front.
-  std::string data = "{\"status\":" + std::to_string(response.status);
-  if (response.body.size() > 2 && response.body.front() == '{') data += "," + response.body.substr(1);
-  else data += "}";
-  return "event: error\ndata: " + data + "\n\n";
+  return "event: error\ndata: " + json_with_members_first("\"status\":" + std::to_string(response.status), response.body) +
+         "\n\n";
+}
+
+std::string json_with_members_first(const std::string& members, const std::string& object) {
+  std::string out = "{" + members;
+  const auto first = object.find_first_not_of(" \t\r\n", 1);
+  if (object.empty() || object.front() != '{' || first == std::string::npos || object[first] == '}') return out + "}";
+  return out + "," + object.substr(1);
 }
 
 ServerResponse error_response(int http_status, std::string_view code, std::string_view message,

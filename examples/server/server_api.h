@@ -69,6 +69,12 @@ struct ServerResponse {
 std::string sse_token_event(std::string_view piece);
 std::string sse_final_event(const ServerResponse& response);
 
+// `members` ("\"id\":7,\"status\":200") put in front of a response body's
+// JSON object, as text: the API's bodies are one-line objects it made, so
+// they are not parsed again. A body that is not an object (or is empty)
+// gives just the members.
+std::string json_with_members_first(const std::string& members, const std::string& object);
+
 // Requests per second each tenant may ask; a tenant over it gets 429 with
 // Retry-After. Buckets of idle tenants are dropped once there are many, so
 // a client inventing tenants cannot grow memory without bound.
