@@ -27,6 +27,8 @@
 #include <rapidqa/generator.h>
 #include <rapidqa/qa_engine.h>
 
+#include "bench_percentile.h"
+
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -56,14 +58,6 @@ void usage(std::FILE* to) {
                "  --seconds S       length of each run (30)\n"
                "  --clients N       asking threads, closed loop (64)\n"
                "  --zipf S          popularity skew over entries (1.0)\n");
-}
-
-double percentile(std::vector<double> v, double p) {
-  if (v.empty()) return 0;
-  const auto rank = static_cast<std::size_t>(std::ceil(p * static_cast<double>(v.size())));
-  const auto nth = v.begin() + static_cast<std::ptrdiff_t>(std::max<std::size_t>(rank, 1) - 1);
-  std::nth_element(v.begin(), nth, v.end());
-  return *nth;
 }
 
 // Every entry's phrasings, in the knowledge base's order.
@@ -173,8 +167,10 @@ RunResult run(const Options& o, const std::vector<std::vector<std::string>>& phr
   const double elapsed = std::chrono::duration<double>(Clock::now() - started).count();
   result.answers = latencies.size();
   result.answers_per_second = static_cast<double>(result.answers) / elapsed;
-  result.p50_ms = percentile(latencies, 0.50);
-  result.p99_ms = percentile(latencies, 0.99);
+  if (!latencies.empty()) {
+    result.p50_ms = rapidqa::bench::percentile(latencies, 0.50);
+    result.p99_ms = rapidqa::bench::percentile(latencies, 0.99);
+  }
   result.generations = (*engine)->metrics().generation.generations;
   result.degraded_share = result.answers ? static_cast<double>(degraded) / static_cast<double>(result.answers) : 0;
   return result;
