@@ -88,6 +88,17 @@ std::unique_ptr<QAEngine> engine_with(std::shared_ptr<RemoteGenerator> g, Engine
   return std::move(engine).value();
 }
 
+// Ask options with a deadline whose on_token appends every piece to `text`.
+AskOptions collecting(std::string& text, std::chrono::milliseconds timeout) {
+  AskOptions options;
+  options.timeout = timeout;
+  options.on_token = [&text](std::string_view piece) {
+    text.append(piece.data(), piece.size());
+    return true;
+  };
+  return options;
+}
+
 const char* const kQuestion = "How do I reset my password?";
 const char* const kFaqAnswer =
     "To reset your password, click \"Forgot password?\" on the Northwind Shop sign-in page and enter the email "
@@ -394,12 +405,7 @@ TEST_CASE("a generation that fails before its first token falls back to the FAQ 
     INFO(model);
     auto engine = engine_with(generator(generator_options(*server, model)));
     std::string streamed_text;
-    AskOptions options;
-    options.timeout = 700ms;
-    options.on_token = [&](std::string_view p) {
-      streamed_text.append(p.data(), p.size());
-      return true;
-    };
+    const AskOptions options = collecting(streamed_text, 700ms);
     const auto began = Clock::now();
     auto answer = engine->ask(kQuestion, options);
     REQUIRE(Clock::now() - began < 700ms + 400ms);
@@ -424,12 +430,7 @@ TEST_CASE("a generation that breaks after its first token fails the ask and cach
     INFO(model);
     auto engine = engine_with(generator(generator_options(*server, model)));
     std::string streamed_text;
-    AskOptions options;
-    options.timeout = 1500ms;
-    options.on_token = [&](std::string_view p) {
-      streamed_text.append(p.data(), p.size());
-      return true;
-    };
+    const AskOptions options = collecting(streamed_text, 1500ms);
     const auto began = Clock::now();
     auto answer = engine->ask(kQuestion, options);
     REQUIRE(Clock::now() - began < 1500ms + 400ms);
