@@ -94,9 +94,12 @@ struct Exchange {
   bool sse_started = false;   // 200 and the event-stream headers are out
   bool sse_ended = false;     // the final event is queued
   std::string sse_pending;    // events not yet written (libwebsockets' HTTP/1.1 and HTTP/2)
-  // Set when the exchange ends, so a worker still generating for it stops.
-  std::shared_ptr<std::atomic<bool>> gone = std::make_shared<std::atomic<bool>>(false);
-  ~Exchange() { gone->store(true); }
+  // Set when the exchange ends, so a worker still generating for it stops;
+  // made for streamed asks only (most requests never need it).
+  std::shared_ptr<std::atomic<bool>> gone;
+  ~Exchange() {
+    if (gone) gone->store(true);
+  }
 };
 
 // lws's per-session data: zeroed by lws, so only a plain id.
@@ -397,9 +400,9 @@ struct HttpTransport::Impl final : H2Connection::Listener {
 
   // A worker's callback that sends each piece of a streamed answer to the
   // loop; false (stop generating) once the client has gone.
-  TokenCallback piece_sender(std::uint64_t id, std::shared_ptr<std::atomic<bool>> gone,
-                             std::function<Completion(std::string_view)> make) {
-    return [this, id, gone = std::move(gone), make = std::move(make)](std::string_view piece) {
+  TokenCallback piece_sender(Exchange& e, std::function<Completion(std::string_view)> make) {
+    if (!e.gone) e.gone = std::make_shared<std::atomic<bool>>(false);
+    return [this, id = e.id, gone = e.gone, make = std::move(make)](std::string_view piece) {
       if (gone->load()) return false;
       Completion c = make(piece);
       c.exchange_id = id;
@@ -417,7 +420,7 @@ struct HttpTransport::Impl final : H2Connection::Listener {
       return 0;
     }
     if (e.sse) {
-      e.request.on_token = piece_sender(e.id, e.gone, [](std::string_view piece) {
+      e.request.on_token = piece_sender(e, [](std::string_view piece) {
         Completion c{};
         c.message = sse_token_event(piece);
         return c;
@@ -580,7 +583,7 @@ struct HttpTransport::Impl final : H2Connection::Listener {
     // Streamed: {"id", "token"} messages as the answer is written, then
     // the reply as without streaming.
     if (stream) {
-      request.on_token = piece_sender(e->id, e->gone, [id](std::string_view piece) {
+      request.on_token = piece_sender(*e, [id](std::string_view piece) {
         Completion c{};
         c.websocket = true;
         c.message = tools::json_line({{"id", id}, {"token", piece}});
