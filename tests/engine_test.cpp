@@ -182,16 +182,22 @@ TEST_CASE("ask_cached answers only result-cache hits and counts no miss", "[engi
   CHECK_FALSE(engine->ask_cached("How do I reset my password?", no_cache()).has_value());
   CHECK_FALSE(engine->ask_cached("").has_value());
   CHECK_FALSE(engine->ask_cached("\xff\xfe").has_value());
-  // An update drops the cached answer: ask_cached does not serve the old one.
-  auto changed = *engine->entry("shop-en-reset-password");
-  changed.answer = "Use the reset link.";
-  REQUIRE(engine->update_entry(changed).is_ok());
-  CHECK_FALSE(engine->ask_cached("How do I reset my password?").has_value());
-
   const auto m = engine->metrics();
   CHECK(m.asks == 2);                  // the ask and the one hit
   CHECK(m.result_cache.hits == 1);
   CHECK(m.result_cache.misses == 1);   // the ask's own look; ask_cached's misses are not counted
+
+  // An update drops the cached answer: ask_cached never serves the old one.
+  // The question was hit, so the engine may ask it again in the background
+  // (a hot-question rebuild) and cache the new answer.
+  auto changed = *engine->entry("shop-en-reset-password");
+  changed.answer = "Use the reset link.";
+  REQUIRE(engine->update_entry(changed).is_ok());
+  for (int look = 0; look < 2; ++look) {
+    const auto after = engine->ask_cached("How do I reset my password?");
+    if (after) CHECK(after->text == "Use the reset link.");
+    engine->wait_for_rebuilds();
+  }
 }
 
 TEST_CASE("An unrelated question gets the fallback - which is never cached", "[engine]") {
