@@ -85,7 +85,7 @@ typedef struct rqa_engine_options {
   /* Added in 0.1: user models. NULL or "" = not used. Borrowed during create. */
   const char* encoder_model_dir;       /* BERT-family model directory to encode with (NULL: hashing encoder) */
   const char* reader_model_dir;        /* question-answering model directory for extractive answers */
-  int encoder_pooling_cls;             /* nonzero: [CLS] pooling; zero: mean pooling (0) */
+  int encoder_pooling_cls;             /* nonzero: [CLS] pooling; zero: the directory's (below) (0) */
   /* Sharing knowledge changes with other engine processes through Redis
    * (see docs/redis.md). NULL or "" = none. Redis being unreachable is not an
    * error: the engine starts, logs to stderr and keeps retrying. Borrowed
@@ -137,6 +137,15 @@ typedef struct rqa_engine_options {
   const char* generator_prompt;        /* user message template with {question} and {sources}; NULL = the default */
   size_t generator_max_tokens;         /* most tokens a generation may have; 0 = 256 */
   size_t generator_sources;            /* best entries given to it; 0 = 3 */
+  /* Added after 0.2.0: how encoder_model_dir makes its vectors, where the
+   * directory's own sentence-transformers files (1_Pooling/config.json,
+   * config_sentence_transformers.json) should not decide. Borrowed during
+   * create. */
+  const char* encoder_pooling;  /* "cls", "mean", "max", "mean_sqrt_len", "weightedmean" or "lasttoken";
+                                   NULL or "": the directory's, mean where it names none (or "cls" when
+                                   encoder_pooling_cls is nonzero) */
+  const char* encoder_prompt;   /* text before every question and phrasing; NULL: the directory's "query"
+                                   prompt, if any; "": none */
 } rqa_engine_options;
 
 RQA_API void rqa_engine_options_init(rqa_engine_options* options);

@@ -264,7 +264,19 @@ rqa_status rqa_engine_create(const rqa_engine_options* options, rqa_engine** out
     if (has_models && c.encoder_model_dir && *c.encoder_model_dir) {
       rapidqa::TransformerEncoderOptions eo;
       eo.model_dir = c.encoder_model_dir;
-      eo.pooling = c.encoder_pooling_cls ? rapidqa::Pooling::kCls : rapidqa::Pooling::kMean;
+      eo.pooling = c.encoder_pooling_cls ? rapidqa::Pooling::kCls : rapidqa::Pooling::kFromModel;
+      const bool has_encoder_choices = c.struct_size >= offsetof(rqa_engine_options, encoder_prompt) + sizeof(char*);
+      if (has_encoder_choices && c.encoder_pooling && *c.encoder_pooling) {
+        auto pooling = rapidqa::pooling_from_name(c.encoder_pooling);
+        if (!pooling || pooling.value() == rapidqa::Pooling::kFromModel) {
+          return fail(RQA_INVALID_ARGUMENT,
+                      fmt::format("encoder_pooling: '{}' is not one of cls, mean, max, mean_sqrt_len, weightedmean, "
+                                  "lasttoken",
+                                  c.encoder_pooling));
+        }
+        eo.pooling = pooling.value();
+      }
+      if (has_encoder_choices && c.encoder_prompt) eo.prompt = std::string(c.encoder_prompt);
       auto encoder = rapidqa::TransformerEncoder::load(eo);
       if (!encoder) return report(encoder.status());
       o.encoder = std::move(encoder).value();

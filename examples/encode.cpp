@@ -2,8 +2,8 @@
 // line on stdin, one JSON array of floats per line on stdout, so users can
 // precompute embeddings. --tokens prints the model's token ids instead.
 //
-//   rapidqa-encode --model DIR [--pooling cls|mean] [--normalize] [--tokens]
-//                  [--batch N] [--max-length N] [--threads N]
+//   rapidqa-encode --model DIR [--pooling MODE] [--prompt TEXT | --prompt-name NAME]
+//                  [--normalize] [--tokens] [--batch N] [--max-length N] [--threads N]
 #include <cstdio>
 #include <iostream>
 #include <string>
@@ -22,10 +22,18 @@ namespace {
 
 void usage(std::FILE* to) {
   std::fprintf(to,
-               "usage: rapidqa-encode --model DIR [--pooling cls|mean] [--normalize] [--tokens]\n"
-               "                      [--batch N] [--max-length N] [--threads N]\n"
+               "usage: rapidqa-encode --model DIR [--pooling MODE] [--prompt TEXT | --prompt-name NAME]\n"
+               "                      [--normalize] [--tokens] [--batch N] [--max-length N] [--threads N]\n"
                "Reads one text per line on stdin; prints one JSON array per line (floats, or token ids\n"
-               "with --tokens). Lines are processed in batches of N (default 32).\n");
+               "with --tokens). Lines are processed in batches of N (default 32).\n"
+               "A sentence-transformers directory says its own pooling, Dense and Normalize modules,\n"
+               "prompts and length; the flags win over it:\n"
+               "  --pooling MODE      cls, mean, max, mean_sqrt_len, weightedmean, lasttoken (default: the\n"
+               "                      directory's, else mean)\n"
+               "  --prompt TEXT       put before every line (\"\" for none)\n"
+               "  --prompt-name NAME  the directory's prompt of that name: query (the default) for\n"
+               "                      questions, passage (or the model's name for it) for passages\n"
+               "  --max-length N      tokens per text (default: the directory's max_seq_length, else 128)\n");
 }
 
 bool parse_size(const char* text, std::size_t& out) {
@@ -55,12 +63,16 @@ int tool_main(int argc, char** argv) {
     if (arg == "--model" && (v = value())) {
       options.model_dir = v;
     } else if (arg == "--pooling" && (v = value())) {
-      if (std::string(v) == "cls") options.pooling = rapidqa::Pooling::kCls;
-      else if (std::string(v) == "mean") options.pooling = rapidqa::Pooling::kMean;
-      else {
-        std::fprintf(stderr, "rapidqa-encode: --pooling must be cls or mean, not '%s'\n", v);
+      auto mode = rapidqa::pooling_from_name(v);
+      if (!mode) {
+        std::fprintf(stderr, "rapidqa-encode: --pooling: %s\n", mode.status().message().c_str());
         return 2;
       }
+      options.pooling = mode.value();
+    } else if (arg == "--prompt" && (v = value())) {
+      options.prompt = std::string(v);
+    } else if (arg == "--prompt-name" && (v = value())) {
+      options.prompt_name = v;
     } else if (arg == "--normalize") {
       options.normalize = true;
     } else if (arg == "--tokens") {
@@ -80,6 +92,10 @@ int tool_main(int argc, char** argv) {
       usage(stderr);
       return 2;
     }
+  }
+  if (options.prompt && !options.prompt_name.empty()) {
+    std::fprintf(stderr, "rapidqa-encode: --prompt and --prompt-name exclude each other\n");
+    return 2;
   }
   if (options.model_dir.empty()) {
     std::fprintf(stderr, "rapidqa-encode: --model DIR is required\n");

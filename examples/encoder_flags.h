@@ -12,6 +12,7 @@
 #include <iterator>
 #include <tuple>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -81,12 +82,17 @@ inline bool read_token(const char* tool, const char* flag, const std::string& fi
 struct EncoderFlags {
   std::string model_dir;
   bool bf16 = false;
+  std::string pooling;                // "" = the model directory's
+  std::optional<std::string> prompt;  // unset = the model directory's query prompt
   RemoteEncoderOptions remote;  // used when remote.endpoints is not empty
   std::string remote_token_file;
 
   static constexpr const char* kUsage =
       "  --model DIR              encode with this BERT-family model directory (default: hashing encoder)\n"
       "  --bf16                   run that model in bfloat16 (CPUs with AVX512-BF16 or AMX only)\n"
+      "  --pooling MODE           cls, mean, max, mean_sqrt_len, weightedmean or lasttoken (default: what\n"
+      "                           the directory's sentence-transformers files say, else mean)\n"
+      "  --prompt TEXT            put before every question (default: the directory's \"query\" prompt)\n"
       "  --remote-encoder URL     encode with a model another engine serves; repeat for more endpoints\n"
       "                           of the same model (http://host:port or https://...)\n"
       "  --remote-protocol P      openai (POST /v1/embeddings, the default), kserve (KServe v2 infer over\n"
@@ -109,6 +115,12 @@ struct EncoderFlags {
       model_dir = v;
     } else if (arg == "--bf16") {
       bf16 = true;
+    } else if (arg == "--pooling") {
+      if (!(v = value.text())) return -1;
+      pooling = v;
+    } else if (arg == "--prompt") {
+      if (!(v = value.text())) return -1;
+      prompt = v;
     } else if (arg == "--remote-encoder") {
       if (!(v = value.text())) return -1;
       remote.endpoints.emplace_back(v);
@@ -149,6 +161,10 @@ struct EncoderFlags {
       std::fprintf(stderr, "%s: --model and --remote-encoder exclude each other\n", tool);
       return 2;
     }
+    if (model_dir.empty() && (!pooling.empty() || prompt)) {
+      std::fprintf(stderr, "%s: --pooling and --prompt apply to a --model\n", tool);
+      return 2;
+    }
     if (!remote.endpoints.empty()) {
       if (!read_token(tool, "--remote-token-file", remote_token_file, "RAPIDQA_REMOTE_TOKEN", remote.bearer_token)) {
         return 2;
@@ -166,6 +182,15 @@ struct EncoderFlags {
     TransformerEncoderOptions options;
     options.model_dir = model_dir;
     options.bf16 = bf16;
+    options.prompt = prompt;
+    if (!pooling.empty()) {
+      auto mode = pooling_from_name(pooling);
+      if (!mode) {
+        std::fprintf(stderr, "%s: --pooling: %s\n", tool, mode.status().message().c_str());
+        return 2;
+      }
+      options.pooling = mode.value();
+    }
     auto encoder = TransformerEncoder::load(options);
     if (!encoder) {
       std::fprintf(stderr, "%s: --model: %s\n", tool, encoder.status().to_string().c_str());

@@ -1,5 +1,5 @@
 // Feeds the TorchScript loader: the input is a model.pt file
-// (read_torchscript_parameters: LibTorch's zip reader, then our own pickle
+// (read_pytorch_archive: LibTorch's zip reader, then our own pickle
 // reader over data.pkl and the tensor records), then the weights of a model
 // directory beside the tiny BERT's config.json and vocab.txt
 // (load_transformer: whatever names, dtypes and shapes the file holds,
@@ -20,7 +20,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   }();
   const std::string path = dir + "/model.pt";
   rapidqa::fuzz::write_file(path, data, size);
-  auto tensors = rapidqa::model::read_torchscript_parameters(path);
+  auto tensors = rapidqa::model::read_pytorch_archive(path);
   if (!tensors.is_ok()) return 0;
   auto model = rapidqa::model::load_transformer(dir);
   (void)model;

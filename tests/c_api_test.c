@@ -128,6 +128,41 @@ static void test_ask_and_change(void) {
 }
 
 #if RAPIDQA_HAS_MODELS
+/* The vector of one text from an engine over a model directory, with the
+ * pooling and prompt given (NULL: the directory's); its length, or 0 when
+ * create failed. */
+static size_t encode_with(const char* model, const char* pooling, const char* prompt, float* vector) {
+  rqa_engine* engine = NULL;
+  rqa_engine_options options;
+  size_t dimension = 0;
+  rqa_engine_options_init(&options);
+  options.encoder_model_dir = model;
+  options.encoder_pooling = pooling;
+  options.encoder_prompt = prompt;
+  if (rqa_engine_create(&options, &engine) != RQA_OK) return 0;
+  CHECK(rqa_engine_encode(engine, "how do i reset my password", vector, 64, &dimension) == RQA_OK);
+  rqa_engine_destroy(engine);
+  return dimension;
+}
+
+/* A sentence-transformers directory decides pooling and prompt unless the
+ * caller does. */
+static void test_sentence_transformers_choices(void) {
+  float from_model[64], no_prompt[64], same_prompt[64];
+  const char* prompts = RAPIDQA_TINY_MODELS "/st-mean-prompts";
+  const char* dense = RAPIDQA_TINY_MODELS "/st-dense-legacy-layout";
+  CHECK(encode_with(dense, NULL, NULL, from_model) == 24); /* its Dense module's width */
+  CHECK(encode_with(dense, "mean", NULL, from_model) == 0);
+  CHECK(strstr(rqa_last_error(), "the Dense module takes 64 values but pooling (mean) gives 32") != NULL);
+  CHECK(encode_with(dense, "median", NULL, from_model) == 0);
+  CHECK(strstr(rqa_last_error(), "encoder_pooling: 'median'") != NULL);
+  CHECK(encode_with(prompts, NULL, NULL, from_model) == 32);
+  CHECK(encode_with(prompts, NULL, "", no_prompt) == 32);
+  CHECK(encode_with(prompts, "mean", "query: ", same_prompt) == 32);
+  CHECK(memcmp(from_model, same_prompt, sizeof(float) * 32) == 0);
+  CHECK(memcmp(from_model, no_prompt, sizeof(float) * 32) != 0);
+}
+
 static void test_models_and_encode(void) {
   rqa_engine* engine = NULL;
   rqa_engine* hashing = NULL;
@@ -175,6 +210,7 @@ static void test_models_and_encode(void) {
   options.reader_model_dir = RAPIDQA_TINY_MODELS "/bert-tiny";
   CHECK(rqa_engine_create(&options, &engine) == RQA_INVALID_ARGUMENT);
   CHECK(strstr(rqa_last_error(), "qa_outputs") != NULL);
+  test_sentence_transformers_choices();
 }
 
 #else

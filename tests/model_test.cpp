@@ -182,6 +182,198 @@ TEST_CASE("TransformerEncoder pools normalised vectors and batching does not cha
   CHECK(bad.message().find("text 1") != std::string::npos);
 }
 
+TEST_CASE("sentence-transformers directories give the vectors their modules make", "[model][layout]") {
+  for (const auto& m : reference().at("sentence_transformers")) {
+    const std::string name = m.at("model");
+    for (const auto& c : m.at("cases")) {
+      INFO(name << ": " << c.at("name").get<std::string>());
+      rapidqa::TransformerEncoderOptions options;
+      options.model_dir = kModels + "/" + name;
+      options.normalize = false;  // the modules' own Normalize, if any, still runs
+      const json& o = c.at("options");
+      if (o.contains("prompt_name")) options.prompt_name = o.at("prompt_name");
+      if (o.contains("prompt")) options.prompt = o.at("prompt").get<std::string>();
+      if (o.contains("pooling")) options.pooling = rapidqa::pooling_from_name(o.at("pooling")).value();
+      if (o.contains("max_sequence_length")) options.max_sequence_length = o.at("max_sequence_length");
+      auto encoder = rapidqa::TransformerEncoder::load(options);
+      REQUIRE(encoder.is_ok());
+      CHECK((*encoder)->prompt() == c.at("prompt").get<std::string>());
+      const auto texts = c.at("texts").get<std::vector<std::string>>();
+      auto ids = (*encoder)->token_ids(texts);
+      REQUIRE(ids.is_ok());
+      CHECK(ids.value() == c.at("token_ids").get<std::vector<std::vector<std::int32_t>>>());
+      std::vector<float> vectors;
+      REQUIRE((*encoder)->encode(texts, vectors).is_ok());
+      const at::Tensor expected = tensor_from(c.at("vectors"), at::kFloat);
+      REQUIRE((*encoder)->dimension() == static_cast<std::size_t>(expected.size(1)));
+      const at::Tensor got = at::from_blob(vectors.data(), expected.sizes(), at::kFloat).clone();
+      CHECK(max_abs_diff(got, expected) < 1e-4);
+    }
+  }
+  // The directory decides only where the caller does not.
+  rapidqa::TransformerEncoderOptions options;
+  options.model_dir = kModels + "/st-dense-legacy-layout";
+  auto from_model = rapidqa::TransformerEncoder::load(options);
+  REQUIRE(from_model.is_ok());
+  CHECK((*from_model)->pooling() == "cls+max");
+  CHECK((*from_model)->dimension() == 24);
+  CHECK((*from_model)->name().find("dense24") != std::string::npos);
+  options.pooling = rapidqa::Pooling::kMean;
+  auto explicit_mean = rapidqa::TransformerEncoder::load(options);
+  REQUIRE_FALSE(explicit_mean.is_ok());  // its Dense module takes cls+max's 64 values
+  CHECK(explicit_mean.status().message().find("the Dense module takes 64 values but pooling (mean) gives 32") !=
+        std::string::npos);
+  options = {};
+  options.model_dir = kModels + "/st-mean-prompts";
+  options.prompt_name = "instruction";
+  auto unknown_prompt = rapidqa::TransformerEncoder::load(options);
+  REQUIRE_FALSE(unknown_prompt.is_ok());
+  CHECK(unknown_prompt.status().message().find("no prompt named 'instruction' (config_sentence_transformers.json "
+                                               "has 'passage', 'query')") != std::string::npos);
+  // A plain Hugging Face directory: mean pooling and no prompt, as before.
+  options = {};
+  options.model_dir = kModels + "/bert-tiny";
+  auto plain = rapidqa::TransformerEncoder::load(options);
+  REQUIRE(plain.is_ok());
+  CHECK((*plain)->pooling() == "mean");
+  CHECK((*plain)->prompt().empty());
+}
+
+TEST_CASE("Malformed sentence-transformers files are refused with the file named", "[model][layout]") {
+  const fs::path source = kModels + "/st-mean-prompts";
+  auto copy_with = [&](const std::string& tag, const std::string& file, const std::string& content) {
+    const fs::path dir = fs::temp_directory_path() / ("rapidqa-st-" + tag);
+    fs::remove_all(dir);
+    fs::copy(source, dir, fs::copy_options::recursive);
+    fs::create_directories((dir / file).parent_path());
+    std::ofstream(dir / file, std::ios::trunc) << content;
+    rapidqa::TransformerEncoderOptions options;
+    options.model_dir = dir.string();
+    return rapidqa::TransformerEncoder::load(options);
+  };
+  const std::string transformer = R"({"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"})";
+  const std::string pooling = R"({"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"})";
+  const struct {
+    std::string tag, file, content, message;
+  } cases[] = {
+      {"unknown-module", "modules.json",
+       "[" + transformer + R"(, {"path": "1_Pooling", "type": "sentence_transformers.models.LSTM"}])",
+       "module 1 is 'sentence_transformers.models.LSTM', which rapidqa does not run"},
+      {"no-pooling", "modules.json", "[" + transformer + "]", "no Pooling module"},
+      {"escaping-path", "modules.json",
+       "[" + transformer + R"(, {"path": "../elsewhere", "type": "sentence_transformers.models.Pooling"}])",
+       "module path '../elsewhere' is not a folder inside the model directory"},
+      {"missing-folder", "modules.json",
+       "[" + transformer + ", " + pooling + R"(, {"path": "2_Dense", "type": "sentence_transformers.models.Dense"}])",
+       "module folder '2_Dense' is missing"},
+      {"no-mode", "1_Pooling/config.json", R"({"pooling_mode_mean_tokens": false})", "names no pooling mode"},
+      {"mode-not-boolean", "1_Pooling/config.json", R"({"pooling_mode_mean_tokens": "yes"})",
+       "field 'pooling_mode_mean_tokens': expected true or false"},
+      {"bad-length", "sentence_bert_config.json", R"({"max_seq_length": -4})", "field 'max_seq_length'"},
+      {"bad-prompts", "config_sentence_transformers.json", R"({"prompts": {"query": 7}})", "field 'prompts.query'"},
+      {"bad-default-prompt", "config_sentence_transformers.json",
+       R"({"prompts": {"query": "q: "}, "default_prompt_name": "passage"})", "field 'default_prompt_name'"},
+  };
+  for (const auto& c : cases) {
+    INFO(c.tag);
+    auto encoder = copy_with(c.tag, c.file, c.content);
+    REQUIRE_FALSE(encoder.is_ok());
+    CHECK(encoder.status().message().find(c.message) != std::string::npos);
+  }
+  // A Dense module whose weights do not match its config.json.
+  const fs::path dense = fs::temp_directory_path() / "rapidqa-st-dense-shape";
+  fs::remove_all(dense);
+  fs::copy(kModels + "/st-dense-legacy-layout", dense, fs::copy_options::recursive);
+  std::ofstream(dense / "2_Dense" / "config.json", std::ios::trunc)
+      << R"({"in_features": 64, "out_features": 20, "bias": true, "activation_function": "torch.nn.modules.activation.Tanh"})";
+  rapidqa::TransformerEncoderOptions options;
+  options.model_dir = dense.string();
+  auto mismatch = rapidqa::TransformerEncoder::load(options);
+  REQUIRE_FALSE(mismatch.is_ok());
+  CHECK(mismatch.status().message().find("tensor 'linear.weight' has shape [24, 64], config.json says [20, 64]") !=
+        std::string::npos);
+  std::ofstream(dense / "2_Dense" / "config.json", std::ios::trunc)
+      << R"({"in_features": 64, "out_features": 24, "activation_function": "torch.nn.modules.activation.Softmax"})";
+  auto activation = rapidqa::TransformerEncoder::load(options);
+  REQUIRE_FALSE(activation.is_ok());
+  CHECK(activation.status().message().find("activation_function 'torch.nn.modules.activation.Softmax' is not "
+                                           "supported") != std::string::npos);
+}
+
+TEST_CASE("Sharded checkpoints are read shard by shard and their indexes checked", "[model][layout]") {
+  const fs::path source = kModels + "/bert-tiny-sharded";
+  auto with_index = [&](const std::string& tag, const std::string& index) {
+    const fs::path dir = fs::temp_directory_path() / ("rapidqa-shards-" + tag);
+    fs::remove_all(dir);
+    fs::copy(source, dir, fs::copy_options::recursive);
+    std::ofstream(dir / "model.safetensors.index.json", std::ios::trunc) << index;
+    return rapidqa::model::load_transformer(dir.string());
+  };
+  std::ifstream in(source / "model.safetensors.index.json");
+  const json good = json::parse(in);
+  const std::string first_shard = good.at("weight_map").begin().value();
+  auto moved = good;
+  moved["weight_map"]["embeddings.word_embeddings.weight"] =
+      first_shard == "model-00001-of-00002.safetensors" ? "model-00002-of-00002.safetensors"
+                                                        : "model-00001-of-00002.safetensors";
+  auto escaping = good;
+  escaping["weight_map"]["embeddings.word_embeddings.weight"] = "../bert-tiny/model.safetensors";
+  auto absent = good;
+  absent["weight_map"]["embeddings.word_embeddings.weight"] = "model-00003-of-00002.safetensors";
+  auto foreign = good;
+  foreign["weight_map"]["embeddings.word_embeddings.weight"] = "pytorch_model.bin";
+  const struct {
+    std::string tag, index, message;
+  } cases[] = {
+      {"not-json", "{", "model.safetensors.index.json"},
+      {"no-map", R"({"metadata": {}})", "expected an object with a non-empty 'weight_map'"},
+      {"moved", moved.dump(), "is not in shard"},
+      {"escaping", escaping.dump(), "shard '../bert-tiny/model.safetensors' is not a plain file name"},
+      {"absent", absent.dump(), "shard 'model-00003-of-00002.safetensors' is missing"},
+      {"foreign", foreign.dump(), "shard 'pytorch_model.bin' is missing"},
+  };
+  for (const auto& c : cases) {
+    INFO(c.tag);
+    auto model = with_index(c.tag, c.index);
+    REQUIRE_FALSE(model.is_ok());
+    CHECK(model.status().message().find(c.message) != std::string::npos);
+  }
+  // The same tensor in both shards.
+  const fs::path twice = fs::temp_directory_path() / "rapidqa-shards-twice";
+  fs::remove_all(twice);
+  fs::copy(source, twice, fs::copy_options::recursive);
+  auto shard = rapidqa::model::SafetensorsFile::open((twice / "model-00002-of-00002.safetensors").string());
+  REQUIRE(shard.is_ok());
+  std::map<std::string, at::Tensor> tensors;
+  for (const auto& [n, info] : shard->tensors()) tensors[n] = shard->tensor(n).value().clone();
+  auto other = rapidqa::model::SafetensorsFile::open((twice / "model-00001-of-00002.safetensors").string());
+  const std::string stolen = other->tensors().begin()->first;
+  tensors[stolen] = other->tensor(stolen).value().clone();
+  REQUIRE(rapidqa::model::write_safetensors((twice / "model-00002-of-00002.safetensors").string(), tensors).is_ok());
+  auto repeated = rapidqa::model::load_transformer(twice.string());
+  REQUIRE_FALSE(repeated.is_ok());
+  CHECK(repeated.status().message().find("is in two shards") != std::string::npos);
+}
+
+TEST_CASE("A pytorch_model.bin whose pickle calls os.system is refused and nothing runs", "[model][hostile]") {
+  const json& malicious = reference().at("malicious");
+  const std::string marker = malicious.at("marker");
+  fs::remove(marker);
+  auto model = rapidqa::model::load_transformer(kModels + "/" + malicious.at("model").get<std::string>());
+  REQUIRE_FALSE(model.is_ok());
+  CHECK(model.status().code() == rapidqa::StatusCode::kInvalidArgument);
+  CHECK(model.status().message().find("global 'posix.system' is not supported") != std::string::npos);
+  CHECK_FALSE(fs::exists(marker));
+  rapidqa::TransformerEncoderOptions options;
+  options.model_dir = kModels + "/" + malicious.at("model").get<std::string>();
+  CHECK(rapidqa::TransformerEncoder::load(options).status().code() == rapidqa::StatusCode::kInvalidArgument);
+  CHECK_FALSE(fs::exists(marker));
+  // torch.save's format from before PyTorch 1.6 is named, not misread.
+  auto legacy = rapidqa::model::load_transformer(kModels + "/" + reference().at("legacy_bin").get<std::string>());
+  REQUIRE_FALSE(legacy.is_ok());
+  CHECK(legacy.status().message().find("format from before PyTorch 1.6") != std::string::npos);
+}
+
 TEST_CASE("BF16: the encoder's vectors stay within bfloat16's precision of FP32, or the CPU is named", "[model][bf16]") {
   rapidqa::TransformerEncoderOptions options;
   options.model_dir = kModels + "/bert-tiny";

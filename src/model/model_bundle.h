@@ -20,7 +20,7 @@ struct ModelBundle {
 
   // The longest input the model can take, no more than `wanted` tokens.
   std::size_t usable_sequence_length(std::size_t wanted) const {
-    return std::min(wanted, static_cast<std::size_t>(model->config.max_position_embeddings));
+    return std::min(wanted, static_cast<std::size_t>(model->config.max_sequence_length()));
   }
 };
 

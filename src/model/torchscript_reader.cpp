@@ -1,4 +1,5 @@
-// Reading the parameters of a TorchScript file without loading it as a
+// Reading the tensors of a PyTorch zip archive (a TorchScript file, or a
+// pytorch_model.bin written by torch.save) without loading it as a
 // module: torch::jit::load would compile the archive's code/ and run its
 // __setstate__ methods, so a .pt file could run anything it likes. Here the
 // zip archive's directory is read for record sizes, then the archive is
@@ -83,7 +84,7 @@ class ZipDirectory {
     if (!in || ec) return Status::io_error(fmt::format("{}: cannot be read", path));
     directory.file_size_ = file_size;
     auto corrupt = [&](const std::string& why) {
-      return Status::data_loss(fmt::format("{}: not a readable TorchScript archive: {}", path, why));
+      return Status::data_loss(fmt::format("{}: not a readable PyTorch archive: {}", path, why));
     };
     auto read_at = [&](std::uint64_t offset, std::uint64_t size, std::string& out) {
       if (offset > file_size || size > file_size - offset) return false;
@@ -241,7 +242,7 @@ Result<std::map<std::string, at::Tensor>> read_archive(const std::string& path) 
   const auto opened = open_archive(path);
   caffe2::serialize::PyTorchStreamReader& archive = *opened;
   if (!archive.hasRecord("data.pkl") || !declared_pickle) {
-    return Status::data_loss(fmt::format("{}: no data.pkl in the archive (not a TorchScript file?)", path));
+    return Status::data_loss(fmt::format("{}: no data.pkl in the archive (not written by torch.save or torch.jit.save?)", path));
   }
   const auto [pickle, pickle_size] = archive.getRecord("data.pkl");
   auto described = read_pickled_tensors(std::string_view(static_cast<const char*>(pickle.get()), pickle_size));
@@ -330,14 +331,14 @@ Result<std::map<std::string, at::Tensor>> read_archive(const std::string& path) 
     tensors.emplace(name, view.clone());
   }
   if (tensors.empty()) {
-    return Status::invalid_argument(fmt::format("{}: the TorchScript file holds no tensors", path));
+    return Status::invalid_argument(fmt::format("{}: the archive holds no tensors", path));
   }
   return tensors;
 }
 
 }  // namespace
 
-Result<std::map<std::string, at::Tensor>> read_torchscript_parameters(const std::string& path) {
+Result<std::map<std::string, at::Tensor>> read_pytorch_archive(const std::string& path) {
   std::error_code ec;
   // A FIFO or device named model.pt would block or never end.
   if (!std::filesystem::is_regular_file(path, ec)) {
@@ -347,11 +348,11 @@ Result<std::map<std::string, at::Tensor>> read_torchscript_parameters(const std:
     return read_archive(path);
   } catch (const c10::Error& e) {
     return Status::data_loss(
-        fmt::format("{}: not a readable TorchScript archive: {}", path, first_line(e.what_without_backtrace())));
+        fmt::format("{}: not a readable PyTorch archive: {}", path, first_line(e.what_without_backtrace())));
   } catch (const std::bad_alloc&) {
-    return Status::resource_exhausted(fmt::format("{}: out of memory reading the TorchScript archive", path));
+    return Status::resource_exhausted(fmt::format("{}: out of memory reading the PyTorch archive", path));
   } catch (const std::exception& e) {
-    return Status::data_loss(fmt::format("{}: not a readable TorchScript archive: {}", path, first_line(e.what())));
+    return Status::data_loss(fmt::format("{}: not a readable PyTorch archive: {}", path, first_line(e.what())));
   }
 }
 

@@ -46,6 +46,12 @@ void put_norm(std::map<std::string, at::Tensor>& out, const std::string& name, c
 
 bool is_weight_file(const std::filesystem::path& p) {
   const std::string ext = p.extension().string();
+  const std::string name = p.filename().string();
+  const auto ends_with = [&](const std::string& tail) {
+    return name.size() >= tail.size() && name.compare(name.size() - tail.size(), tail.size(), tail) == 0;
+  };
+  // A sharded checkpoint's index names weight files that are not copied.
+  if (ends_with(".safetensors.index.json") || ends_with(".bin.index.json")) return true;
   return ext == ".safetensors" || ext == ".pt" || ext == ".bin" || ext == ".onnx" || ext == ".h5" ||
          ext == ".msgpack" || ext == ".ckpt";
 }
@@ -83,11 +89,14 @@ Status copy_model_files(const std::string& source_dir, const std::string& out_di
     std::error_code ec;
     fs::create_directories(out_dir, ec);
     if (ec) return Status::io_error(fmt::format("{}: cannot create: {}", out_dir, ec.message()));
-    for (const auto& entry : fs::recursive_directory_iterator(source_dir)) {
+    // Weight files in module folders (a sentence-transformers Dense
+    // module's) are copied: only the transformer's own are rewritten.
+    for (auto it = fs::recursive_directory_iterator(source_dir); it != fs::recursive_directory_iterator(); ++it) {
+      const fs::directory_entry& entry = *it;
       const fs::path target = fs::path(out_dir) / fs::relative(entry.path(), source_dir);
       if (entry.is_directory()) {
         fs::create_directories(target);
-      } else if (entry.is_regular_file() && !is_weight_file(entry.path())) {
+      } else if (entry.is_regular_file() && (it.depth() > 0 || !is_weight_file(entry.path()))) {
         fs::copy_file(entry.path(), target, fs::copy_options::overwrite_existing);
       }
     }

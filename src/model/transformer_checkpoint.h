@@ -19,9 +19,9 @@ namespace rapidqa::model {
 // and value are split back into three.
 std::map<std::string, at::Tensor> checkpoint_tensors(const TransformerModel& model);
 
-// Copies every file of source_dir into out_dir (created) except weight
-// files (.safetensors, .pt, .bin, ...): config, vocabulary, tokenizer and
-// pooling files.
+// Copies every file of source_dir into out_dir (created) except the weight
+// files at its top (.safetensors, .pt, .bin, shard indexes, ...): config,
+// vocabulary, tokenizer, and sentence-transformers module folders whole.
 Status copy_model_files(const std::string& source_dir, const std::string& out_dir);
 
 // Writes out_dir/model.safetensors (with `metadata` in its header) and

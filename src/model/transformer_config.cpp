@@ -82,13 +82,19 @@ Result<TransformerConfig> TransformerConfig::from_json_text(const std::string& t
   auto model_type = optional_string(j, "model_type", "bert", source);
   if (!model_type) return model_type.status();
   // Field names differ between the two families; read each from its own.
-  const bool distil = model_type.value() == "distilbert";
-  if (!distil && model_type.value() != "bert") {
+  const std::string& type = model_type.value();
+  const bool distil = type == "distilbert";
+  // RoBERTa's family: BERT's tensor names, positions past the padding index.
+  const bool roberta = type == "roberta" || type == "xlm-roberta" || type == "camembert";
+  if (!distil && !roberta && type != "bert") {
     return Status::invalid_argument(fmt::format(
-        "{}: model_type '{}' is not supported (bert, and models sharing its layout, or distilbert)", source,
-        detail::clip_for_message(model_type.value())));
+        "{}: model_type '{}' is not supported (bert and models sharing its layout, roberta, xlm-roberta, "
+        "camembert, distilbert)",
+        source, detail::clip_for_message(type)));
   }
   c.architecture = distil ? Architecture::kDistilBert : Architecture::kBert;
+  c.model_type = type;
+  if (roberta) c.pad_token_id = 1;  // the family's default, when config.json does not say
   // Every size is bounded: the loader allocates and loops by them before
   // any tensor is compared with them, so a hostile config.json must not be
   // able to ask for 2^62 of anything.
@@ -120,6 +126,14 @@ Result<TransformerConfig> TransformerConfig::from_json_text(const std::string& t
   }
   integer("pad_token_id", c.pad_token_id, false, 0, c.vocab_size - 1);
   if (!problem.empty()) return Status::invalid_argument(fmt::format("{}: {}", source, problem));
+  if (roberta) {
+    c.position_offset = c.pad_token_id + 1;
+    if (c.max_position_embeddings <= c.position_offset) {
+      return Status::invalid_argument(fmt::format(
+          "{}: max_position_embeddings {} leaves no position past the padding index {} ({} positions start there)",
+          source, c.max_position_embeddings, c.pad_token_id, type));
+    }
+  }
   if (!distil) {
     const auto eps = j.find("layer_norm_eps");
     if (eps != j.end() && !eps->is_null()) {

@@ -1,6 +1,7 @@
 // TransformerConfig: the architecture of a BERT-family encoder, read from a
 // Hugging Face config.json (BERT, MiniLM and sentence-transformers BERT
-// models use the BERT names; DistilBERT its own).
+// models use the BERT names, as RoBERTa, XLM-RoBERTa and CamemBERT do with
+// their positions offset; DistilBERT its own).
 #pragma once
 
 #include <cstdint>
@@ -27,6 +28,13 @@ struct TransformerConfig {
   double layer_norm_eps = 1e-12;
   Activation hidden_act = Activation::kGelu;
   std::int64_t pad_token_id = 0;
+  // model_type as config.json names it ("bert", "roberta", "xlm-roberta", ...).
+  std::string model_type = "bert";
+  // Where a sequence's first position reads the position table: 0 for
+  // BERT; pad_token_id + 1 for the RoBERTa family, whose positions start
+  // past the padding index (so its longest input is
+  // max_position_embeddings - position_offset tokens).
+  std::int64_t position_offset = 0;
   // Structured pruning: the original indices of the heads ("pruned_heads",
   // as Hugging Face writes it) and of the FFN neurons ("pruned_intermediate")
   // removed from each layer. The tensors then have fewer rows; the loader
@@ -35,6 +43,8 @@ struct TransformerConfig {
   std::map<std::int64_t, std::vector<std::int64_t>> pruned_intermediate;
 
   std::int64_t head_dim() const { return hidden_size / num_heads; }
+  // The longest input the position table allows.
+  std::int64_t max_sequence_length() const { return max_position_embeddings - position_offset; }
   // kInvalidArgument naming the field for a missing or inconsistent value,
   // including sizes outside sane bounds (they size allocations and loops
   // before any tensor is checked against them), a layer_norm_eps that is

@@ -19,6 +19,7 @@
 #include "model/cpu_kernels.h"
 #include "model/int8_linear.h"
 #include "model/onednn_linear.h"
+#include "model/checkpoint_files.h"
 #include "model/safetensors_file.h"
 #include "model/sparse_weight.h"
 #include "runtime/work_pool.h"
@@ -280,7 +281,7 @@ Result<std::string> find_prefix(const std::map<std::string, at::Tensor>& tensors
   }
   return Status::invalid_argument(fmt::format(
       "{}: tensor 'embeddings.word_embeddings.weight' is missing (also looked for it under the prefixes bert., "
-      "distilbert., model.); is this a BERT-family checkpoint?",
+      "distilbert., model., roberta.); is this a BERT-family checkpoint?",
       source));
 }
 
@@ -360,13 +361,16 @@ at::Tensor TransformerModel::forward(const ModelInputs& inputs) const {
   const at::Tensor ids = inputs.input_ids.to(at::kLong).contiguous();
   const std::int64_t batch = ids.size(0), seq = ids.size(1);
   const std::int64_t h = config.hidden_size;
-  if (seq > position_embeddings.rows()) {
+  const std::int64_t offset = config.position_offset;
+  if (seq > position_embeddings.rows() - offset) {
     throw std::invalid_argument(fmt::format("sequence of {} tokens is longer than the model's {} positions", seq,
-                                            position_embeddings.rows()));
+                                            position_embeddings.rows() - offset));
   }
   check_ids(ids, word_embeddings.rows(), "token id");
   at::Tensor types;
-  if (token_type_embeddings.defined() && inputs.token_type_ids.defined()) {
+  // A model with one token type (the RoBERTa family) reads every token as
+  // type 0, whatever segment a pair's second text would be.
+  if (token_type_embeddings.defined() && inputs.token_type_ids.defined() && token_type_embeddings.rows() > 1) {
     types = inputs.token_type_ids.to(at::kLong).contiguous();
     check_ids(types, token_type_embeddings.rows(), "token type");
   }
@@ -384,7 +388,12 @@ at::Tensor TransformerModel::forward(const ModelInputs& inputs) const {
       float* out = x + t * h;
       std::fill(out, out + h, 0.0f);
       word_embeddings.add_row(id[row], out);
-      position_embeddings.add_row(row % seq, out);
+      // BERT reads the position in the padded row; RoBERTa counts the
+      // sequence's own tokens from past the padding index, as Hugging Face
+      // does from the ids that are not padding.
+      const std::int64_t position =
+          offset == 0 ? row % seq : offset + t - packed.first[static_cast<std::size_t>(row / seq)];
+      position_embeddings.add_row(position, out);
       if (token_type_embeddings.defined()) token_type_embeddings.add_row(type ? type[row] : 0, out);
     }
     kernels::residual_layer_norm(x + first * h, nullptr, embedding_norm.weight.data_ptr<float>(),
@@ -540,34 +549,10 @@ Result<std::shared_ptr<const TransformerModel>> load_transformer(const std::stri
     }
     auto config = TransformerConfig::from_json_file((fs::path(model_dir) / "config.json").string());
     if (!config) return config.status();
-    std::map<std::string, at::Tensor> tensors;
-    std::string source;
-    const fs::path safetensors = fs::path(model_dir) / "model.safetensors";
-    if (fs::exists(safetensors)) {
-      source = safetensors.string();
-      auto file = SafetensorsFile::open(source);
-      if (!file) return file.status();
-      for (const auto& [name, info] : file->tensors()) {
-        auto tensor = file->tensor(name);
-        if (!tensor) return tensor.status();
-        tensors.emplace(name, std::move(tensor).value());
-      }
-    } else {
-      fs::path script;
-      for (const auto& entry : fs::directory_iterator(model_dir)) {
-        if (entry.path().extension() == ".pt" && (script.empty() || entry.path().filename() == "model.pt")) {
-          script = entry.path();
-        }
-      }
-      if (script.empty()) {
-        return Status::not_found(fmt::format(
-            "{}: no model.safetensors and no TorchScript (.pt) file in the model directory", model_dir));
-      }
-      source = script.string();
-      auto params = read_torchscript_parameters(source);
-      if (!params) return params.status();
-      tensors = std::move(params).value();
-    }
+    auto checkpoint = read_checkpoint_tensors(model_dir);
+    if (!checkpoint) return checkpoint.status();
+    std::map<std::string, at::Tensor>& tensors = checkpoint->tensors;
+    const std::string& source = checkpoint->source;
     if (Status sparse = load_sparse_weights(tensors); !sparse.is_ok()) {
       return Status(sparse.code(), fmt::format("{}: {}", source, sparse.message()));
     }

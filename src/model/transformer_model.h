@@ -70,7 +70,9 @@ struct TransformerModel {
   std::unique_ptr<LinearOp> qa_head;  // [2, hidden] start/end logits, for question answering
 
   // The last hidden state [batch, seq, hidden]; rows at padding positions
-  // (attention_mask 0) are zero. Runs in inference mode. Throws
+  // (attention_mask 0) are zero. Positions count from each row's start
+  // (past the padding index for the RoBERTa family); a model with one
+  // token type ignores token_type_ids. Runs in inference mode. Throws
   // std::invalid_argument for token ids or types outside the tables.
   at::Tensor forward(const ModelInputs& inputs) const;
   // Encoder parameters (embeddings and layers, not heads) and their bytes.
@@ -91,16 +93,16 @@ struct LayerNames {
 };
 LayerNames names_for(Architecture arch);
 
-// Loads a model directory: config.json and either model.safetensors or a
-// TorchScript file (model.pt / *.pt) whose parameters carry the Hugging Face
-// names. A quantized checkpoint (docs/quantized-format.md: I8 weights with
+// Loads a model directory: config.json and the weights in any layout
+// checkpoint_files.h reads (model.safetensors, pytorch_model.bin, either
+// sharded, or a TorchScript file) under the Hugging Face names. A quantized checkpoint (docs/quantized-format.md: I8 weights with
 // a "<name>.weight_scale" beside them) loads into INT8 layers. Accepts the names with a "bert." / "distilbert." / "model." prefix
 // and ignores tensors of heads it does not use. Every required tensor is
 // checked for presence and shape, every float one it uses for NaN and infinity
 // (one pass over the weights), INT8 scales for being positive and input
 // ranges for min <= max; an error names the tensor and what it should be.
-// A TorchScript file is read for its tensors only (torchscript_pickle.h):
-// none of its code is compiled or run. Nothing half-loaded is ever returned.
+// A pytorch_model.bin or TorchScript file is read for its tensors only
+// (torchscript_pickle.h): none of its code is compiled or run. Nothing half-loaded is ever returned.
 Result<std::shared_ptr<const TransformerModel>> load_transformer(const std::string& model_dir);
 
 // The same from tensors already in memory (used by tests and by tools that
@@ -109,9 +111,10 @@ Result<std::shared_ptr<TransformerModel>> build_transformer(const TransformerCon
                                                            const std::map<std::string, at::Tensor>& tensors,
                                                            const std::string& source);
 
-// Reads every named tensor of a TorchScript file (torchscript_reader.cpp)
-// without loading it as a module. kDataLoss for a malformed archive or
+// Reads every named tensor of a PyTorch zip archive (torchscript_reader.cpp):
+// a TorchScript file's parameters by module path, or the entries of the
+// state dict torch.save wrote, without loading anything as a module. kDataLoss for a malformed archive or
 // pickle, kInvalidArgument for unsupported content (named).
-Result<std::map<std::string, at::Tensor>> read_torchscript_parameters(const std::string& path);
+Result<std::map<std::string, at::Tensor>> read_pytorch_archive(const std::string& path);
 
 }  // namespace rapidqa::model

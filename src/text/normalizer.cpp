@@ -45,6 +45,18 @@ void append_utf8(std::string& out, std::int32_t code_point) {
   out.append(reinterpret_cast<const char*>(buf), static_cast<std::size_t>(n));
 }
 
+std::string lower_case(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (std::size_t pos = 0; pos < text.size();) {
+    std::size_t length = 0;
+    const std::int32_t cp = decode_at(text, pos, length);
+    append_utf8(out, utf8proc_tolower(cp));
+    pos += length;
+  }
+  return out;
+}
+
 bool is_cjk(std::int32_t cp) {
   return (cp >= 0x4E00 && cp <= 0x9FFF) || (cp >= 0x3400 && cp <= 0x4DBF) ||
          (cp >= 0x20000 && cp <= 0x2A6DF) || (cp >= 0x2A700 && cp <= 0x2B73F) ||

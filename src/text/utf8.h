@@ -17,6 +17,11 @@ std::int32_t decode_at(std::string_view text, std::size_t pos, std::size_t& leng
 
 void append_utf8(std::string& out, std::int32_t code_point);
 
+// Each code point lower-cased by its Unicode simple mapping (Python's
+// str.lower() but for its few one-to-many mappings). Text must be valid
+// UTF-8.
+std::string lower_case(std::string_view text);
+
 // CJK ideographs (the ranges BERT's tokenizer splits one by one) and kana.
 bool is_cjk(std::int32_t code_point);
 

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/guard.h"
+#include "model/checkpoint_files.h"
 #include "model/model_bundle.h"
 #include "model/pooling.h"
 #include "model/safetensors_file.h"
@@ -55,8 +56,10 @@ std::string shape_string(at::IntArrayRef shape) {
 }
 
 Status check_config(const model::TransformerConfig& c) {
-  if (c.architecture != model::Architecture::kBert) {
-    return Status::invalid_argument("only BERT-layout models can be trained (DistilBERT names differ)");
+  if (c.architecture != model::Architecture::kBert || c.position_offset != 0) {
+    return Status::invalid_argument(fmt::format(
+        "only BERT models can be trained, not model_type '{}' (DistilBERT names differ, RoBERTa positions)",
+        c.model_type));
   }
   if (c.vocab_size <= 0 || c.hidden_size <= 0 || c.num_layers <= 0 || c.num_heads <= 0 ||
       c.intermediate_size <= 0 || c.max_position_embeddings <= 0 || c.type_vocab_size <= 0) {
@@ -221,16 +224,9 @@ Result<std::shared_ptr<TrainableBert>> TrainableBert::load(const std::string& mo
     }
     auto config = model::TransformerConfig::from_json_file((fs::path(model_dir) / "config.json").string());
     if (!config) return config.status();
-    const std::string path = (fs::path(model_dir) / "model.safetensors").string();
-    auto file = model::SafetensorsFile::open(path);
-    if (!file) return file.status();
-    std::map<std::string, at::Tensor> tensors;
-    for (const auto& [name, info] : file->tensors()) {
-      auto tensor = file->tensor(name);
-      if (!tensor) return tensor.status();
-      tensors.emplace(name, std::move(tensor).value());
-    }
-    return from_tensors(config.value(), tensors, path, options);
+    auto checkpoint = model::read_checkpoint_tensors(model_dir);
+    if (!checkpoint) return checkpoint.status();
+    return from_tensors(config.value(), checkpoint->tensors, checkpoint->source, options);
   });
 }
 

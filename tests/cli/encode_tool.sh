@@ -39,6 +39,37 @@ null
   expect_stderr "line 2: .*UTF-8"
 }
 
+# A sentence-transformers directory needs no flags: its modules and prompts
+# make the vectors the reference made; the flags win over it.
+case_encode_tool_reads_sentence_transformers_directories() {
+  run_with_input 'How do I reset my password?\n' "$encode" --model "$models/st-mean-prompts" --tokens
+  expect_rc 0
+  "$python" -c '
+import json, sys
+ref = json.load(open(sys.argv[1] + "/reference.json"))
+case = [c for m in ref["sentence_transformers"] if m["model"] == "st-mean-prompts" for c in m["cases"]]
+assert json.loads(sys.stdin.read()) == case[0]["token_ids"][0], "not the query prompt and max_seq_length"' \
+    "$models" <<<"$stdout" || fail_expectation "the query prompt's tokens, cut at 12"
+  run_with_input 'How do I reset my password?\n' "$encode" --model "$models/st-mean-prompts" --prompt-name passage
+  expect_rc 0
+  "$python" -c '
+import json, sys
+ref = json.load(open(sys.argv[1] + "/reference.json"))
+case = [c for m in ref["sentence_transformers"] if m["model"] == "st-mean-prompts" for c in m["cases"]][1]
+got, want = json.loads(sys.stdin.read()), case["vectors"][0]
+assert len(got) == len(want) and max(abs(a - b) for a, b in zip(got, want)) < 1e-4, (got, want)' \
+    "$models" <<<"$stdout" || fail_expectation "the passage prompt's vector"
+  run_with_input 'x\n' "$encode" --model "$models/st-dense-legacy-layout" --pooling mean
+  expect_rc 1
+  expect_stderr "the Dense module takes 64 values but pooling .mean. gives 32"
+  run_with_input 'x\n' "$encode" --model "$models/st-mean-prompts" --prompt-name instruction
+  expect_rc 1
+  expect_stderr "no prompt named 'instruction'"
+  run "$encode" --model "$models/st-mean-prompts" --pooling median
+  expect_rc 2
+  expect_stderr "pooling 'median' is not one of"
+}
+
 case_encode_tool_names_missing_model() {
   run "$encode" --model /no/such/model
   expect_rc 1

@@ -26,6 +26,7 @@ import json
 import os
 import sys
 import time
+import zipfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -83,7 +84,7 @@ def expected_shapes(cfg, names):
     V = cfg["vocab_size"]
     shp = {}
     for n in names:
-        base = n.split(".", 1)[1] if n.startswith(("bert.", "distilbert.")) else n
+        base = n.split(".", 1)[1] if n.startswith(("bert.", "distilbert.", "roberta.")) else n
         if base == "embeddings.word_embeddings.weight":
             s = [V, H]
         elif base == "embeddings.position_embeddings.weight":
@@ -94,7 +95,7 @@ def expected_shapes(cfg, names):
             s = [2, H]
         elif base == "qa_outputs.bias":
             s = [2]
-        elif base == "cls.predictions.bias":
+        elif base in ("cls.predictions.bias", "lm_head.bias"):
             s = [V]
         elif base.endswith(("intermediate.dense.weight", "ffn.lin1.weight")):
             s = [I, H]
@@ -179,6 +180,36 @@ def check_mha(c, sd, cfg, case):
     return c.close(mine[valid], theirs[valid], CROSS_TOL, "attention vs F.multi_head_attention_forward")
 
 
+def read_weights(c, name, d, wfile, dtype):
+    """The tensors of one weights file (or index of shards), read by PyTorch's own loaders; with the
+    TorchScript module when the file is one."""
+    path = os.path.join(d, wfile)
+    if wfile.endswith(".index.json"):
+        with open(path, encoding="utf-8") as f:
+            weight_map = json.load(f)["weight_map"]
+        sd = {}
+        for shard in sorted(set(weight_map.values())):
+            part, _ = read_weights(c, name, d, shard, dtype)
+            c.ok(not set(part) & set(sd), f"{name}: {shard} repeats a tensor")
+            c.ok(all(weight_map[k] == shard for k in part), f"{name}: {shard} holds tensors the index puts elsewhere")
+            sd.update(part)
+        c.ok(sorted(sd) == sorted(weight_map), f"{name}: the shards hold what the index names")
+        return sd, None
+    if wfile.endswith(".safetensors"):
+        with open(path, "rb") as f:
+            n = int.from_bytes(f.read(8), "little")
+        c.ok(n % 8 == 0, f"{name}: header length {n} multiple of 8")
+        sd, dtypes, meta = rb.read_safetensors(path)
+        c.ok(meta == {"format": "pt"}, f"{name}: __metadata__ {meta}")
+        c.ok(set(dtypes.values()) == {dtype}, f"{name}: stored dtypes {set(dtypes.values())} == {dtype}")
+        return sd, None
+    if wfile.endswith(".bin"):
+        c.ok(zipfile.is_zipfile(path), f"{name}: {wfile} is torch.save's zip format")
+        return dict(torch.load(path, map_location="cpu", weights_only=True)), None
+    sm = torch.jit.load(path)
+    return {k: v.detach().clone() for k, v in sm.named_parameters()}, sm
+
+
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) != 1:
@@ -214,17 +245,8 @@ def main(argv=None):
             c.ok(cfg["model_type"] == entry["model_type"], f"{name}: model_type")
             wpath = os.path.join(d, entry["weights_file"])
 
-            if entry["weights_file"].endswith(".safetensors"):
-                with open(wpath, "rb") as f:
-                    n = int.from_bytes(f.read(8), "little")
-                c.ok(n % 8 == 0, f"{name}: header length {n} multiple of 8")
-                sd, dtypes, meta = rb.read_safetensors(wpath)
-                c.ok(meta == {"format": "pt"}, f"{name}: __metadata__ {meta}")
-                c.ok(set(dtypes.values()) == {entry["weights_dtype"]},
-                     f"{name}: stored dtypes {set(dtypes.values())} == {entry['weights_dtype']}")
-            else:
-                sm = torch.jit.load(wpath)
-                sd = {k: v.detach().clone() for k, v in sm.named_parameters()}
+            sd, sm = read_weights(c, name, d, entry["weights_file"], entry["weights_dtype"])
+            if sm is not None:
                 c.ok(len(list(sm.named_buffers())) == 0, f"{name}: TorchScript has no buffers")
 
             # expected names / shapes, derived from the config
@@ -233,10 +255,9 @@ def main(argv=None):
             else:
                 pre = entry["tensor_prefix"]
                 exp = [pre + k for k in expected_bert_names(cfg, entry["has_pooler"])]
-                if "BertForQuestionAnswering" in cfg["architectures"]:
+                if any(a.endswith("ForQuestionAnswering") for a in cfg["architectures"]):
                     exp += ["qa_outputs.weight", "qa_outputs.bias"]
-                if name == "bert-tiny-prefixed":
-                    exp += ["cls.predictions.bias"]
+                exp += entry.get("extra_tensors", [])
             c.ok(sorted(sd) == sorted(exp), f"{name}: tensor names differ: "
                  f"extra {sorted(set(sd) - set(exp))} missing {sorted(set(exp) - set(sd))}")
             shp = expected_shapes(cfg, exp)
@@ -275,8 +296,9 @@ def main(argv=None):
                                                        f"{name}/{case['name']} TorchScript forward"))
                         m_cross = max(m_cross, c.close(pp, case["pooler_output"], CROSS_TOL,
                                                        f"{name}/{case['name']} TorchScript pooler"))
-                    body = {k[5:] if k.startswith("bert.") else k: v for k, v in sd.items()
-                            if not k.startswith(("cls.", "qa_outputs."))}
+                    pre = entry["tensor_prefix"]
+                    body = {k[len(pre):] if pre and k.startswith(pre) else k: v for k, v in sd.items()
+                            if not k.startswith(("cls.", "qa_outputs.", "lm_head."))}
                     mod = rb.build_module(cfg, body, pooler=entry["has_pooler"])
                     hh, pp = mod(ids, mask, tt)
                     m_cross = max(m_cross, c.close(hh, case["last_hidden_state"], CROSS_TOL,

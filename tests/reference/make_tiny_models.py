@@ -14,6 +14,7 @@ Only torch (1.13), numpy and the standard library are needed.
 from __future__ import annotations
 
 import argparse
+import collections
 import json
 import os
 import re
@@ -137,6 +138,18 @@ def make_cases(tok, vocab_size, seed, max_pos):
     return cases
 
 
+def roberta_cases(cases):
+    """The cases for a RoBERTa-family model: ids 0 and 1 swapped (its padding id is 1) and one token type."""
+    swap = {0: 1, 1: 0}
+    out = []
+    for c in cases:
+        rc = dict(c, name=c["name"])
+        rc["input_ids"] = [[swap.get(i, i) for i in row] for row in c["input_ids"]]
+        rc["token_type_ids"] = [[0] * len(row) for row in c["token_type_ids"]]
+        out.append(rc)
+    return out
+
+
 def run_cases(sd, cfg, cases, model_type):
     out_cases = []
     for c in cases:
@@ -168,6 +181,218 @@ def write_vocab(path, vocab):
     with open(path, "w", encoding="utf-8") as f:
         for t in vocab:
             f.write(t + "\n")
+
+
+def write_weights(d, kind, files_sd, st_dtype, cfg):
+    """Writes one model's tensors in the layout `kind` names; returns the file the loader reads first."""
+    if kind == "safetensors":
+        rb.write_safetensors(os.path.join(d, "model.safetensors"), files_sd, st_dtype, {"format": "pt"})
+        return "model.safetensors"
+    if kind == "bin":
+        torch.save(collections.OrderedDict(files_sd), os.path.join(d, "pytorch_model.bin"))
+        return "pytorch_model.bin"
+    if kind in ("sharded-safetensors", "sharded-bin"):
+        # Two shards split by name order, named and indexed as save_pretrained does.
+        names = sorted(files_sd)
+        halves = [names[: len(names) // 2], names[len(names) // 2:]]
+        st = kind == "sharded-safetensors"
+        weight_map, total = {}, 0
+        for i, half in enumerate(halves):
+            shard = f"model-{i + 1:05d}-of-00002.safetensors" if st else f"pytorch_model-{i + 1:05d}-of-00002.bin"
+            part = {k: files_sd[k] for k in half}
+            if st:
+                rb.write_safetensors(os.path.join(d, shard), part, st_dtype, {"format": "pt"})
+            else:
+                torch.save(collections.OrderedDict(part), os.path.join(d, shard))
+            for k in half:
+                weight_map[k] = shard
+                total += files_sd[k].numel() * 4
+        index = "model.safetensors.index.json" if st else "pytorch_model.bin.index.json"
+        write_json(os.path.join(d, index), {"metadata": {"total_size": total}, "weight_map": weight_map})
+        return index
+    m = rb.build_module(cfg, files_sd, pooler=True)
+    torch.jit.save(torch.jit.script(m), os.path.join(d, "model.pt"))
+    return "model.pt"
+
+
+# --------------------------------------------------------------------------
+# sentence-transformers layouts
+# --------------------------------------------------------------------------
+
+ST_TEXTS = [
+    "How do I reset my password?",
+    "如何重置密码",
+    "where is my order? it shipped yesterday and will arrive soon, can you help with the phone or email",
+]
+ST_DENSE = "torch.nn.modules.activation.Tanh"
+
+
+def st_pool(h, mask, modes, skip):
+    """sentence-transformers' Pooling.forward for one right-padded batch; `skip` leading tokens are left
+    out where include_prompt is false."""
+    pmask = mask.clone()
+    pmask[:, :skip] = 0
+    m = pmask.unsqueeze(-1).float()
+    parts = []
+    for mode in modes:
+        if mode == "cls":
+            parts.append(h[:, 0])
+        elif mode == "max":
+            parts.append(h.masked_fill(m == 0, -1e9).max(1)[0])
+        elif mode == "mean":
+            parts.append((h * m).sum(1) / torch.clamp(m.sum(1), min=1e-9))
+        elif mode == "mean_sqrt_len":
+            parts.append((h * m).sum(1) / torch.sqrt(torch.clamp(m.sum(1), min=1e-9)))
+        elif mode == "weightedmean":
+            w = torch.arange(1, h.shape[1] + 1).unsqueeze(0).unsqueeze(-1).float() * m
+            parts.append((h * w).sum(1) / torch.clamp(w.sum(1), min=1e-9))
+        elif mode == "lasttoken":
+            parts.append(h[torch.arange(h.shape[0]), mask.sum(1) - 1])
+    return torch.cat(parts, 1)
+
+
+def st_case(name, vocab, sd, cfg, texts, prompt, max_len, modes, include_prompt, stages, options):
+    ids_rows, vectors = [], []
+    skip = 0
+    if prompt and not include_prompt:
+        skip = len(rb.encode(vocab, prompt)["input_ids"]) - 1
+    for text in texts:
+        ids = rb.encode(vocab, prompt + text)["input_ids"]
+        if len(ids) > max_len:
+            ids = ids[: max_len - 1] + [ids[-1]]
+        ids_rows.append(ids)
+        t = torch.tensor([ids])
+        with torch.no_grad():
+            h = rb.model_forward(sd, cfg, t, torch.ones_like(t), torch.zeros_like(t))["last_hidden_state"]
+            v = st_pool(h, torch.ones_like(t), modes, skip)
+            for kind, arg in stages:
+                if kind == "dense":
+                    w, b, act = arg
+                    v = v @ w.T + (b if b is not None else 0)
+                    v = torch.tanh(v) if act == ST_DENSE else v
+                else:
+                    v = v / torch.clamp(v.norm(dim=1, keepdim=True), min=1e-12)
+        vectors.append(v[0].tolist())
+    return {"name": name, "options": options, "texts": texts, "prompt": prompt, "token_ids": ids_rows,
+            "vectors": fl(vectors)}
+
+
+def write_sentence_transformers(out, vocab, vocab_list, base, cfg, seed):
+    """Three sentence-transformers directories over bert-tiny's weights and their vectors."""
+    H = cfg["hidden_size"]
+    g = torch.Generator().manual_seed(seed + 7)
+    entries = []
+
+    def module_list(*mods):
+        return [{"idx": i, "name": str(i), "path": path, "type": "sentence_transformers.models." + kind}
+                for i, (kind, path) in enumerate(mods)]
+
+    def pooling_config(modes, include_prompt=True):
+        keys = {"cls": "pooling_mode_cls_token", "mean": "pooling_mode_mean_tokens", "max": "pooling_mode_max_tokens",
+                "mean_sqrt_len": "pooling_mode_mean_sqrt_len_tokens",
+                "weightedmean": "pooling_mode_weightedmean_tokens", "lasttoken": "pooling_mode_lasttoken"}
+        c = {"word_embedding_dimension": H}
+        c.update({v: k in modes for k, v in keys.items()})
+        c["include_prompt"] = include_prompt
+        return c
+
+    def transformer_files(d, kind):
+        os.makedirs(d, exist_ok=True)
+        write_json(os.path.join(d, "config.json"), cfg)
+        write_vocab(os.path.join(d, "vocab.txt"), vocab_list)
+        write_weights(d, kind, base, "F32", cfg)
+
+    # A: today's layout (transformer at the root, as pytorch_model.bin), mean pooling, Normalize, E5-style
+    # prompts, a short max_seq_length.
+    d = os.path.join(out, "st-mean-prompts")
+    transformer_files(d, "bin")
+    write_json(os.path.join(d, "modules.json"), module_list(("Transformer", ""), ("Pooling", "1_Pooling"),
+                                                            ("Normalize", "2_Normalize")))
+    os.makedirs(os.path.join(d, "1_Pooling"), exist_ok=True)
+    os.makedirs(os.path.join(d, "2_Normalize"), exist_ok=True)
+    write_json(os.path.join(d, "1_Pooling", "config.json"), pooling_config(["mean"]))
+    write_json(os.path.join(d, "sentence_bert_config.json"), {"max_seq_length": 12, "do_lower_case": False})
+    write_json(os.path.join(d, "config_sentence_transformers.json"),
+               {"prompts": {"query": "query: ", "passage": "passage: "}, "default_prompt_name": None,
+                "similarity_fn_name": "cosine"})
+    normalize = [("normalize", None)]
+    entries.append({"model": "st-mean-prompts", "cases": [
+        st_case("query prompt by default", vocab, base, cfg, ST_TEXTS, "query: ", 12, ["mean"], True, normalize, {}),
+        st_case("passage prompt", vocab, base, cfg, ST_TEXTS, "passage: ", 12, ["mean"], True, normalize,
+                {"prompt_name": "passage"}),
+        st_case("explicit empty prompt", vocab, base, cfg, ST_TEXTS, "", 12, ["mean"], True, normalize,
+                {"prompt": ""}),
+        st_case("explicit cls pooling and length", vocab, base, cfg, ST_TEXTS, "query: ", 20, ["cls"], True,
+                normalize, {"pooling": "cls", "max_sequence_length": 20}),
+    ]})
+
+    # B: the older layout (transformer in 0_Transformer), cls+max concatenated with the prompt left out,
+    # a Tanh Dense read from pytorch_model.bin, then Normalize.
+    d = os.path.join(out, "st-dense-legacy-layout")
+    transformer_files(os.path.join(d, "0_Transformer"), "safetensors")
+    write_json(os.path.join(d, "modules.json"), module_list(("Transformer", "0_Transformer"), ("Pooling", "1_Pooling"),
+                                                            ("Dense", "2_Dense"), ("Normalize", "3_Normalize")))
+    for sub in ("1_Pooling", "2_Dense", "3_Normalize"):
+        os.makedirs(os.path.join(d, sub), exist_ok=True)
+    write_json(os.path.join(d, "1_Pooling", "config.json"), pooling_config(["cls", "max"], include_prompt=False))
+    w = torch.randn(24, 2 * H, generator=g) * 0.15
+    b = torch.randn(24, generator=g) * 0.02
+    write_json(os.path.join(d, "2_Dense", "config.json"),
+               {"in_features": 2 * H, "out_features": 24, "bias": True, "activation_function": ST_DENSE})
+    torch.save(collections.OrderedDict([("linear.weight", w), ("linear.bias", b)]),
+               os.path.join(d, "2_Dense", "pytorch_model.bin"))
+    write_json(os.path.join(d, "config_sentence_transformers.json"), {"prompts": {"query": "query: "}})
+    entries.append({"model": "st-dense-legacy-layout", "cases": [
+        st_case("cls+max, prompt left out of pooling, Dense, Normalize", vocab, base, cfg, ST_TEXTS, "query: ",
+                cfg["max_position_embeddings"], ["cls", "max"], False, [("dense", (w, b, ST_DENSE))] + normalize,
+                {"max_sequence_length": 128}),
+    ]})
+
+    # C: three less common modes concatenated, an Identity Dense without bias from model.safetensors, no
+    # Normalize.
+    d = os.path.join(out, "st-three-modes")
+    transformer_files(d, "safetensors")
+    write_json(os.path.join(d, "modules.json"), module_list(("Transformer", ""), ("Pooling", "1_Pooling"),
+                                                            ("Dense", "2_Dense")))
+    for sub in ("1_Pooling", "2_Dense"):
+        os.makedirs(os.path.join(d, sub), exist_ok=True)
+    modes = ["mean_sqrt_len", "weightedmean", "lasttoken"]
+    write_json(os.path.join(d, "1_Pooling", "config.json"), pooling_config(modes))
+    w = torch.randn(16, 3 * H, generator=g) * 0.15
+    identity = "torch.nn.modules.linear.Identity"
+    write_json(os.path.join(d, "2_Dense", "config.json"),
+               {"in_features": 3 * H, "out_features": 16, "bias": False, "activation_function": identity})
+    rb.write_safetensors(os.path.join(d, "2_Dense", "model.safetensors"), {"linear.weight": w}, "F32",
+                         {"format": "pt"})
+    entries.append({"model": "st-three-modes", "cases": [
+        st_case("mean_sqrt_len+weightedmean+lasttoken, Identity Dense", vocab, base, cfg, ST_TEXTS, "",
+                cfg["max_position_embeddings"], modes, True, [("dense", (w, None, identity))], {}),
+    ]})
+    return entries
+
+
+class _RunsACommand:
+    """Unpickling this runs a shell command: what a malicious pytorch_model.bin carries."""
+
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (os.system, ("touch " + self.marker,))
+
+
+def write_malicious_bin(out, cfg, vocab_list, base):
+    """bert-tiny's tensors in a pytorch_model.bin whose pickle also calls os.system: loading it must be refused
+    and must not create the marker file."""
+    d = os.path.join(out, "malicious-bin")
+    os.makedirs(d, exist_ok=True)
+    write_json(os.path.join(d, "config.json"), cfg)
+    write_vocab(os.path.join(d, "vocab.txt"), vocab_list)
+    marker = os.path.join(out, "malicious-bin-ran")
+    sd = collections.OrderedDict(base)
+    sd["pooler.dense.extra"] = _RunsACommand(marker)
+    torch.save(sd, os.path.join(d, "pytorch_model.bin"))
+    return {"model": "malicious-bin", "marker": marker}
 
 
 def prefixed(sd, prefix):
@@ -254,6 +479,31 @@ def main(argv=None):
         notes="DistilBertModel, unprefixed names; token_type_ids in the cases are ignored by this model")
     add("bert-tiny-gelu-new", dict(bert_cfg, hidden_act="gelu_new"), base, base, "F32",
         notes="extra: bert-tiny weights with hidden_act 'gelu_new' (tanh approximation)")
+    add("bert-tiny-bin", mlm_cfg, base, pre, "F32", kind="bin",
+        notes="bert-tiny-prefixed's tensors as pytorch_model.bin (torch.save's zip format)")
+    add("bert-tiny-sharded", bert_cfg, base, base, "F32", kind="sharded-safetensors",
+        notes="bert-tiny in two safetensors shards behind model.safetensors.index.json")
+    # The RoBERTa family: one token type, positions past the padding index (pad id 1, as in RoBERTa's
+    # vocabulary), so its cases swap ids 0 and 1 of the shared vocabulary and keep one token type.
+    rcfg = rb.roberta_config(V)
+    rsd = rb.random_bert_state_dict(rcfg, torch.Generator().manual_seed(args.seed + 4), pooler=True,
+                                    linear_std=LINEAR_STD)
+    add("roberta-tiny", rcfg, rsd, rsd, "F32", notes="RobertaModel, unprefixed names, pooler")
+    rmlm = prefixed(rsd, "roberta.")
+    rmlm["lm_head.bias"] = torch.randn(V, generator=torch.Generator().manual_seed(args.seed + 5)) * 0.02
+    add("roberta-tiny-bin", dict(rcfg, architectures=["RobertaForMaskedLM"]), rsd, rmlm, "F32", kind="bin",
+        notes="roberta-tiny's weights under 'roberta.' with an unused lm_head.bias, as pytorch_model.bin")
+    xcfg = rb.roberta_config(V, model_type="xlm-roberta", architectures=["XLMRobertaForQuestionAnswering"])
+    g_xqa = torch.Generator().manual_seed(args.seed + 6)
+    xqa = prefixed(rb.random_bert_state_dict(xcfg, g_xqa, pooler=False, linear_std=LINEAR_STD), "roberta.")
+    xqa["qa_outputs.weight"] = torch.randn(2, H, generator=g_xqa) * LINEAR_STD
+    xqa["qa_outputs.bias"] = torch.randn(2, generator=g_xqa) * 0.02
+    add("xlm-roberta-tiny-qa-sharded", xcfg, xqa, xqa, "F32", kind="sharded-safetensors",
+        notes="XLMRobertaForQuestionAnswering ('roberta.' prefix, qa_outputs) in two safetensors shards")
+    add("camembert-tiny-sharded-bin", dict(rcfg, model_type="camembert", architectures=["CamembertModel"]), rsd, rsd,
+        "F32", kind="sharded-bin", notes="roberta-tiny's weights as CamembertModel in two pytorch_model.bin shards")
+    add("bert-tiny-qa-sharded-bin", dict(bert_cfg, architectures=["BertForQuestionAnswering"]), qa_sd, qa_sd, "F32",
+        kind="sharded-bin", notes="bert-tiny-qa in two pytorch_model.bin shards behind pytorch_model.bin.index.json")
 
     ref = {
         "format_version": FORMAT_VERSION,
@@ -276,14 +526,7 @@ def main(argv=None):
         os.makedirs(d, exist_ok=True)
         write_json(os.path.join(d, "config.json"), cfg)
         write_vocab(os.path.join(d, "vocab.txt"), vocab_list)
-        if kind == "safetensors":
-            wfile = "model.safetensors"
-            rb.write_safetensors(os.path.join(d, wfile), files_sd, st_dtype, {"format": "pt"})
-        else:
-            wfile = "model.pt"
-            m = rb.build_module(cfg, files_sd, pooler=True)
-            sm = torch.jit.script(m)
-            torch.jit.save(sm, os.path.join(d, wfile))
+        wfile = write_weights(d, kind, files_sd, st_dtype, cfg)
         has_pooler = any(k.endswith("pooler.dense.weight") for k in ref_sd)
         outputs = ["last_hidden_state", "mean_pooled", "cls_pooled"]
         if has_pooler:
@@ -296,16 +539,31 @@ def main(argv=None):
             "architectures": cfg["architectures"],
             "weights_file": wfile,
             "weights_dtype": st_dtype,
-            "tensor_prefix": "bert." if any(k.startswith("bert.") for k in files_sd) else "",
+            "tensor_prefix": next((p for p in ("bert.", "roberta.", "distilbert.")
+                                   if p + "embeddings.word_embeddings.weight" in files_sd), ""),
+            "extra_tensors": sorted(k for k in files_sd if k.startswith(("cls.", "lm_head."))),
             "has_pooler": has_pooler,
             "outputs": outputs,
             "notes": notes,
-            "cases": run_cases(ref_sd, cfg, cases, cfg["model_type"]),
+            "cases": run_cases(ref_sd, cfg, roberta_cases(cases) if cfg["model_type"] in rb.ROBERTA_FAMILY else cases,
+                               cfg["model_type"]),
         }
         ref["models"].append(entry)
         print(f"  wrote {name:22s} {wfile:18s} {st_dtype:4s} ({len(files_sd)} tensors) "
               f"in {1000 * (time.perf_counter() - t1):.0f} ms")
 
+    ref["sentence_transformers"] = write_sentence_transformers(out, vocab, vocab_list, base, bert_cfg, args.seed)
+    ref["malicious"] = write_malicious_bin(out, bert_cfg, vocab_list, base)
+    legacy = os.path.join(out, "bert-tiny-legacy-bin")
+    os.makedirs(legacy, exist_ok=True)
+    write_json(os.path.join(legacy, "config.json"), bert_cfg)
+    write_vocab(os.path.join(legacy, "vocab.txt"), vocab_list)
+    torch.save(collections.OrderedDict(base), os.path.join(legacy, "pytorch_model.bin"),
+               _use_new_zipfile_serialization=False)
+    ref["legacy_bin"] = "bert-tiny-legacy-bin"
+    ref["sentence_transformers_note"] = (
+        "vectors as the sentence-transformers pipeline makes them (pooling, Dense, Normalize modules); the "
+        "encoder's own final L2 normalisation is off for the comparison")
     write_json(os.path.join(out, "reference.json"), ref)
     print(f"[make_tiny_models] wrote {os.path.join(out, 'reference.json')} "
           f"({os.path.getsize(os.path.join(out, 'reference.json')) / 1024:.0f} KiB) "

@@ -90,6 +90,32 @@ def bert_config(vocab_size: int, hidden_size: int = 32, num_hidden_layers: int =
     }
 
 
+ROBERTA_FAMILY = ("roberta", "xlm-roberta", "camembert")
+
+
+def roberta_config(vocab_size: int, model_type: str = "roberta", pad_token_id: int = 1,
+                   architectures: Optional[List[str]] = None, **sizes) -> dict:
+    """RoBERTa / XLM-R / CamemBERT: BERT's layout with one token type and positions past the padding index
+    (max_position_embeddings = longest input + pad_token_id + 1, as roberta-base's 514)."""
+    cfg = bert_config(vocab_size, type_vocab_size=1, **sizes)
+    cfg["max_position_embeddings"] += pad_token_id + 1
+    arch = {"roberta": "RobertaModel", "xlm-roberta": "XLMRobertaModel", "camembert": "CamembertModel"}[model_type]
+    cfg.update({"model_type": model_type, "architectures": architectures or [arch], "pad_token_id": pad_token_id,
+                "bos_token_id": 0, "eos_token_id": 2, "layer_norm_eps": 1e-5})
+    return cfg
+
+
+def position_ids(cfg: dict, input_ids: torch.Tensor) -> torch.Tensor:
+    """BERT: 0, 1, 2, ...; the RoBERTa family: counted over the ids that are not padding, from past the padding
+    index (Hugging Face's create_position_ids_from_input_ids)."""
+    B, S = input_ids.shape
+    if cfg["model_type"] in ROBERTA_FAMILY:
+        pad = cfg["pad_token_id"]
+        mask = input_ids.ne(pad).long()
+        return torch.cumsum(mask, dim=1) * mask + pad
+    return torch.arange(S, dtype=torch.long)[None, :].expand(B, S)
+
+
 def distilbert_config(vocab_size: int, dim: int = 32, n_layers: int = 2, n_heads: int = 4,
                       hidden_dim: int = 64, max_position_embeddings: int = 64,
                       activation_name: str = "gelu") -> dict:
@@ -228,7 +254,7 @@ def bert_forward(sd: Dict[str, torch.Tensor], cfg: dict, input_ids: torch.Tensor
                  token_type_ids: Optional[torch.Tensor] = None) -> Dict[str, torch.Tensor]:
     """HF BertModel / BertForQuestionAnswering forward on a (possibly 'bert.'-prefixed) state dict."""
     full = sd
-    sd = _strip_prefix(sd, "bert.")
+    sd = _strip_prefix(sd, "roberta." if cfg["model_type"] in ROBERTA_FAMILY else "bert.")
     B, S = input_ids.shape
     if attention_mask is None:
         attention_mask = torch.ones(B, S, dtype=torch.long)
@@ -239,7 +265,7 @@ def bert_forward(sd: Dict[str, torch.Tensor], cfg: dict, input_ids: torch.Tensor
     heads = cfg["num_attention_heads"]
     act = cfg["hidden_act"]
 
-    pos = torch.arange(S, dtype=torch.long)[None, :].expand(B, S)
+    pos = position_ids(cfg, input_ids)
     x = (F.embedding(input_ids, sd["embeddings.word_embeddings.weight"])
          + F.embedding(token_type_ids, sd["embeddings.token_type_embeddings.weight"])
          + F.embedding(pos, sd["embeddings.position_embeddings.weight"]))
@@ -332,10 +358,16 @@ class BertEmbeddings(nn.Module):
         self.position_embeddings = nn.Embedding(cfg["max_position_embeddings"], H)
         self.token_type_embeddings = nn.Embedding(cfg["type_vocab_size"], H)
         self.LayerNorm = nn.LayerNorm(H, eps=cfg["layer_norm_eps"])
+        self.roberta_positions: bool = cfg["model_type"] in ROBERTA_FAMILY
+        self.padding_idx: int = cfg["pad_token_id"]
 
     def forward(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor) -> torch.Tensor:
         S = input_ids.size(1)
-        pos = torch.arange(S, dtype=torch.long, device=input_ids.device).unsqueeze(0)
+        if self.roberta_positions:
+            real = input_ids.ne(self.padding_idx).long()
+            pos = torch.cumsum(real, dim=1) * real + self.padding_idx
+        else:
+            pos = torch.arange(S, dtype=torch.long, device=input_ids.device).unsqueeze(0)
         e = self.word_embeddings(input_ids) + self.token_type_embeddings(token_type_ids) \
             + self.position_embeddings(pos)
         return self.LayerNorm(e)
