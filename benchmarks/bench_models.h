@@ -22,6 +22,21 @@ struct Shape {
 };
 constexpr Shape kShapes[] = {{"bert-base", 12, 768, 12, 3072}, {"minilm-l6", 6, 384, 12, 1536}};
 
+// The model families the runtime runs, each at the shape of its most used
+// base checkpoint (ELECTRA at its small discriminator's: embeddings of 128
+// projected to 256), as config.json describes them.
+struct Family {
+  const char* name;
+  const char* config_json;
+};
+extern const Family kFamilies[6];
+
+// A family's model with random weights under its own tensor names, built
+// once and shared (callers must not rewrite it).
+std::shared_ptr<model::TransformerModel> family_model(int family_index);
+// Multiply-adds of one forward pass of a family's model, as 2 FLOPs each.
+double family_forward_flops(int family_index, std::int64_t batch, std::int64_t seq);
+
 // Shared: callers must not rewrite it (copy through checkpoint_tensors).
 std::shared_ptr<model::TransformerModel> model_for(int shape_index);
 // A fresh model of the same weights that the caller may rewrite (quantize).

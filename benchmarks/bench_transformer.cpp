@@ -178,6 +178,31 @@ BENCHMARK(BM_Bf16Forward)
     ->MinTime(2.0)
     ->UseRealTime();
 
+// Every model family the runtime runs, at its base checkpoint's shape
+// (kFamilies): what a user's choice of family costs per forward pass.
+void BM_FamilyForward(benchmark::State& state) {
+  const int family = static_cast<int>(state.range(0));
+  const std::int64_t batch = state.range(1), seq = state.range(2);
+  configure_threads(2);
+  auto model = rapidqa::bench::family_model(family);
+  rapidqa::model::ModelInputs in;
+  in.input_ids = at::randint(3, 30000, {batch, seq}, at::kLong);
+  in.attention_mask = at::ones({batch, seq}, at::kLong);
+  in.token_type_ids = at::zeros({batch, seq}, at::kLong);
+  for (int i = 0; i < 2; ++i) benchmark::DoNotOptimize(model->forward(in));  // warm-up
+  for (auto _ : state) benchmark::DoNotOptimize(model->forward(in));
+  state.SetLabel(rapidqa::bench::kFamilies[family].name);
+  state.counters["seq_per_s"] = benchmark::Counter(static_cast<double>(batch), benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["GFLOPs"] = benchmark::Counter(rapidqa::bench::family_forward_flops(family, batch, seq) / 1e9,
+                                                benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_FamilyForward)
+    ->ArgNames({"family", "batch", "seq"})
+    ->ArgsProduct({{0, 1, 2, 3, 4, 5}, {1, 8}, {32, 128}})
+    ->Unit(benchmark::kMillisecond)
+    ->MinTime(1.0)
+    ->UseRealTime();
+
 // args: shape, batch, seq, threads
 BENCHMARK(BM_TransformerForward)
     ->ArgNames({"shape", "batch", "seq", "threads"})

@@ -1,10 +1,13 @@
-// Feeds the TorchScript loader: the input is a model.pt file
-// (read_pytorch_archive: LibTorch's zip reader, then our own pickle
-// reader over data.pkl and the tensor records), then the weights of a model
+// Feeds the PyTorch file loader: the input is a model.pt or
+// pytorch_model.bin file (read_pytorch_archive: LibTorch's zip reader, then
+// our own pickle reader over data.pkl and the tensor records; or, for
+// torch.save's format before PyTorch 1.6, the pickles and storages read
+// from a memory map), then the weights of a model
 // directory beside the tiny BERT's config.json and vocab.txt
 // (load_transformer: whatever names, dtypes and shapes the file holds,
 // checked against the config). Loading only: nothing in the file is ever
-// compiled or run. Seeds: the tiny BERT saved by torch::jit (make_seeds.cpp).
+// compiled or run. Seeds: the tiny BERT saved by torch::jit (make_seeds.cpp)
+// and a reference bert-tiny state dict in the legacy format.
 #include <cstddef>
 #include <cstdint>
 #include <string>

@@ -22,7 +22,9 @@
 #include "model/safetensors_file.h"
 #include "model/transformer_model.h"
 #include "rapidqa/qa_engine.h"
+#include "rapidqa/pruner.h"
 #include "rapidqa/quantizer.h"
+#include "rapidqa/reader.h"
 #include "rapidqa/transformer_encoder.h"
 
 namespace fs = std::filesystem;
@@ -341,4 +343,80 @@ TEST_CASE("Auto mode keeps FP32 where INT8 loses more than the budget", "[quanti
   auto loaded = rapidqa::model::load_transformer(out.string());
   REQUIRE(loaded.is_ok());
   CHECK((*loaded)->layers[0].qkv->kind().rfind("f32", 0) == 0);
+}
+
+TEST_CASE("Every model family quantizes and answers through the engine and the reader", "[quantizer][engine][families]") {
+  const std::vector<std::string> texts = {"where is my order", "how do i reset my password", "can i return a gift",
+                                          "the quick brown fox"};
+  for (const std::string family : {"roberta-tiny", "camembert-tiny-sharded-bin", "electra-tiny", "mpnet-tiny"}) {
+    INFO(family);
+    rapidqa::QuantizerOptions options;
+    options.precision_table = "int8";
+    options.latency_rows = {16};
+    options.calibration_texts = texts;
+    const fs::path out = scratch("family-" + family);
+    auto report = rapidqa::quantize_model(kModels + "/" + family, out.string(), options);
+    REQUIRE(report.is_ok());
+    CHECK(report->quantized_weight_bytes < report->fp32_weight_bytes);
+    // The saved model keeps its family (config.json) and its own tensors.
+    auto loaded = rapidqa::model::load_transformer(out.string());
+    REQUIRE(loaded.is_ok());
+    auto original = rapidqa::model::load_transformer(kModels + "/" + family);
+    REQUIRE(original.is_ok());
+    CHECK((*loaded)->config.model_type == (*original)->config.model_type);
+    CHECK((*loaded)->config.position_offset == (*original)->config.position_offset);
+    CHECK((*loaded)->relative_attention_bias.defined() == (*original)->relative_attention_bias.defined());
+    CHECK(((*loaded)->embedding_projection != nullptr) == ((*original)->embedding_projection != nullptr));
+    rapidqa::TransformerEncoderOptions fp32_options, int8_options;
+    fp32_options.model_dir = kModels + "/" + family;
+    int8_options.model_dir = out.string();
+    auto fp32 = rapidqa::TransformerEncoder::load(fp32_options);
+    auto int8 = rapidqa::TransformerEncoder::load(int8_options);
+    REQUIRE(fp32.is_ok());
+    REQUIRE(int8.is_ok());
+    std::vector<float> a, b;
+    REQUIRE((*fp32)->encode(texts, a).is_ok());
+    REQUIRE((*int8)->encode(texts, b).is_ok());
+    const auto n = static_cast<std::int64_t>(texts.size());
+    const at::Tensor va = at::from_blob(a.data(), {n, 32}), vb = at::from_blob(b.data(), {n, 32});
+    CHECK(((va * vb).sum(1) > 0.98).all().item<bool>());
+
+    // The engine answers with the quantized encoder.
+    rapidqa::EngineOptions engine_options;
+    engine_options.encoder = *int8;
+    engine_options.min_answer_score = -1.0f;
+    auto engine = rapidqa::QAEngine::create(engine_options);
+    REQUIRE(engine.is_ok());
+    rapidqa::KnowledgeEntry shipping{"ship", "where is my order", {}, "It ships in 2 days.", "", {}, 0};
+    rapidqa::KnowledgeEntry password{"pw", "how do i reset my password", {}, "Use the reset link.", "", {}, 0};
+    REQUIRE((*engine)->load_entries({shipping, password}).is_ok());
+    rapidqa::AskOptions fresh;
+    fresh.use_cache = false;
+    auto answer = (*engine)->ask("how do i reset my password", fresh);
+    REQUIRE(answer.is_ok());
+    CHECK(answer->entry_id() == "pw");
+  }
+  // The pruner fine-tunes with the trainer, which runs BERT only: the other
+  // families are refused before any work, with the reason.
+  rapidqa::PrunerOptions prune;
+  prune.knowledge_file = RAPIDQA_TEST_FAQ;
+  auto pruned = rapidqa::prune_model(kModels + "/mpnet-tiny", scratch("prune-mpnet").string(), prune);
+  REQUIRE_FALSE(pruned.is_ok());
+  CHECK(pruned.status().message().find("the pruner fine-tunes with the trainer, and only BERT models can be "
+                                       "trained, not model_type 'mpnet'") != std::string::npos);
+  // Question-answering heads of the new families read spans out of passages.
+  for (const std::string qa : {"xlm-roberta-tiny-qa-sharded", "electra-tiny-qa-bin"}) {
+    INFO(qa);
+    rapidqa::ExtractiveReaderOptions options;
+    options.model_dir = kModels + "/" + qa;
+    auto reader = rapidqa::ExtractiveReader::load(options);
+    REQUIRE(reader.is_ok());
+    const std::string passage = "Your order shipped yesterday and will arrive soon.";
+    auto spans = (*reader)->read("where is my order", {passage}, 3);
+    REQUIRE(spans.is_ok());
+    REQUIRE_FALSE(spans->empty());
+    const auto& best = spans->front();
+    CHECK(best.end > best.begin);
+    CHECK(passage.substr(best.begin, best.end - best.begin) == best.text);
+  }
 }

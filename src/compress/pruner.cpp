@@ -428,6 +428,11 @@ Result<PruningReport> prune_model(const std::string& model_dir, const std::strin
     }
     auto bundle = model::load_model_bundle(model_dir, -1);
     if (!bundle) return bundle.status();
+    // Every method fine-tunes or measures gradients with the trainer.
+    if (Status s = TrainableBert::can_train(bundle->model->config); !s.is_ok()) {
+      return Status::invalid_argument(fmt::format("{}: the pruner fine-tunes with the trainer, and {}", model_dir,
+                                                  s.message()));
+    }
     for (const auto& l : bundle->model->layers) {
       if (l.qkv->kind().rfind("int8", 0) == 0 || l.intermediate->kind().rfind("int8", 0) == 0) {
         return Status::invalid_argument(fmt::format("{}: the model is quantized; prune before quantizing", model_dir));

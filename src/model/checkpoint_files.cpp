@@ -1,8 +1,6 @@
 #include "model/checkpoint_files.h"
 
-#include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <set>
 
 #include <fmt/format.h>
@@ -23,16 +21,6 @@ constexpr std::size_t kMaxIndexBytes = 64u << 20;
 constexpr std::size_t kMaxShards = 4096;
 
 bool is_safetensors(const fs::path& path) { return path.extension() == ".safetensors"; }
-
-// torch.save's old format opens with a pickled magic number
-// (0x1950a86a20f9469cfc6c as a protocol-2 LONG1) where the zip format has
-// "PK".
-bool is_legacy_torch_save(const std::string& path) {
-  static constexpr char kMagic[] = "\x80\x02\x8a\x0a\x6c\xfc\x9c\x46\xf9\x20\x6a\xa8\x50\x19";
-  char head[sizeof kMagic - 1] = {};
-  std::ifstream in(path, std::ios::binary);
-  return in.read(head, sizeof head) && std::equal(head, head + sizeof head, kMagic);
-}
 
 // A shard named by an index: a plain file name, a regular file in the
 // index's own directory (a link is followed only if it stays there).
@@ -133,12 +121,6 @@ Result<std::string> find_checkpoint_file(const std::string& model_dir) {
 
 Result<std::map<std::string, at::Tensor>> read_weight_file(const std::string& path) {
   if (!is_safetensors(path)) {
-    if (is_legacy_torch_save(path)) {
-      return Status::invalid_argument(fmt::format(
-          "{}: written in torch.save's format from before PyTorch 1.6 (a pickle stream, not a zip archive), "
-          "which rapidqa does not read: re-save it with a current PyTorch or convert it to safetensors",
-          path));
-    }
     return read_pytorch_archive(path);
   }
   auto file = SafetensorsFile::open(path);

@@ -3,7 +3,8 @@
 //
 //   model.safetensors                    one safetensors file
 //   model.safetensors.index.json         shards named by a weight map
-//   pytorch_model.bin                    torch.save's zip archive of a state dict
+//   pytorch_model.bin                    torch.save's state dict: its zip archive, or the
+//                                        format before PyTorch 1.6
 //   pytorch_model.bin.index.json         shards of those
 //   *.pt (model.pt first)                a TorchScript file with Hugging Face names
 //

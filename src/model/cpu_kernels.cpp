@@ -216,11 +216,19 @@ void residual_layer_norm(float* x, const float* residual, const float* gamma, co
 }
 
 void attention_head(const float* q, const float* k, const float* v, std::int64_t qkv_stride, std::int64_t tokens,
-                    std::int64_t head_dim, float* out, std::int64_t out_stride, float* scratch) {
+                    std::int64_t head_dim, float* out, std::int64_t out_stride, float* scratch,
+                    const float* relative_bias) {
   const auto t = static_cast<blasint>(tokens), d = static_cast<blasint>(head_dim);
   const auto ld = static_cast<blasint>(qkv_stride);
   const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, t, t, d, scale, q, ld, k, ld, 0.0f, scratch, t);
+  if (relative_bias) {
+    for (std::int64_t i = 0; i < tokens; ++i) {
+      float* row = scratch + i * tokens;
+      const float* bias = relative_bias - i;  // bias[j] is the bias for distance j - i
+      for (std::int64_t j = 0; j < tokens; ++j) row[j] += bias[j];
+    }
+  }
   softmax_rows(scratch, tokens, tokens, tokens);
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, t, d, t, 1.0f, scratch, t, v, ld, 0.0f, out,
               static_cast<blasint>(out_stride));

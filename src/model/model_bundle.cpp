@@ -50,8 +50,15 @@ Result<ModelBundle> load_model_bundle(const std::string& model_dir, int lower_ca
   if (!model) return model.status();
   const fs::path vocab = fs::path(model_dir) / "vocab.txt";
   const fs::path tokenizer_json = fs::path(model_dir) / "tokenizer.json";
-  Result<text::WordPieceTokenizer> tokenizer = Status::not_found(
-      fmt::format("{}: no vocab.txt or tokenizer.json (a WordPiece vocabulary is needed)", model_dir));
+  // A tokenizer rapidqa does not read yet is named, so the refusal says
+  // what the directory has rather than only what it lacks.
+  std::string others;
+  for (const char* file : {"vocab.json", "merges.txt", "sentencepiece.bpe.model", "spiece.model"}) {
+    if (fs::exists(fs::path(model_dir) / file)) others += others.empty() ? file : std::string(", ") + file;
+  }
+  Result<text::WordPieceTokenizer> tokenizer = Status::not_found(fmt::format(
+      "{}: no vocab.txt or tokenizer.json (a WordPiece vocabulary is needed){}", model_dir,
+      others.empty() ? "" : fmt::format("; it has {}, a BPE or Unigram tokenizer rapidqa does not read yet", others)));
   if (fs::exists(tokenizer_json) && lower_case < 0) {
     tokenizer = text::WordPieceTokenizer::from_tokenizer_json(tokenizer_json.string());
   } else if (fs::exists(vocab)) {

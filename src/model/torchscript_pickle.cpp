@@ -1,7 +1,9 @@
 #include "model/torchscript_pickle.h"
 
+#include <algorithm>
 #include <cstring>
 #include <deque>
+#include <set>
 #include <unordered_map>
 #include <unordered_set>
 #include <utility>
@@ -53,8 +55,10 @@ struct Storage {
 
 class Unpickler {
  public:
-  explicit Unpickler(std::string_view data)
-      : data_(data), budget_(kBuiltBytesPerPickleByte * data.size() + kBuiltBytesAllowance) {}
+  // `legacy`: torch.save's format before PyTorch 1.6, whose persistent ids
+  // carry a sixth field (view metadata, always None since PyTorch 0.4).
+  explicit Unpickler(std::string_view data, bool legacy = false)
+      : data_(data), budget_(kBuiltBytesPerPickleByte * data.size() + kBuiltBytesAllowance), legacy_(legacy) {}
 
   Result<std::map<std::string, PickledTensor>> run() {
     Value* root = nullptr;
@@ -62,6 +66,21 @@ class Unpickler {
     std::map<std::string, PickledTensor> out;
     Walk walk;
     if (Status s = collect(root, "", 0, walk, out); !s.is_ok()) return s;
+    return out;
+  }
+
+  // One pickle's value, for the small pickles around a legacy file's main one.
+  Result<const Value*> value() {
+    Value* root = nullptr;
+    if (Status s = interpret(root); !s.is_ok()) return s;
+    return static_cast<const Value*>(root);
+  }
+  // Bytes read up to and including STOP.
+  std::size_t end() const { return pos_; }
+  // The storages the persistent ids declared: key -> (type, elements).
+  std::map<std::string, std::pair<std::string, std::int64_t>> storages() const {
+    std::map<std::string, std::pair<std::string, std::int64_t>> out;
+    for (const Storage& s : storages_) out.emplace(s.key, std::make_pair(s.type, s.numel));
     return out;
   }
 
@@ -363,7 +382,11 @@ class Unpickler {
     Value* id = nullptr;
     if (Status t = pop(id); !t.is_ok()) return t;
     const auto& f = id->items;
-    if (id->kind != Kind::kTuple || f.size() != 5 || f[0]->kind != Kind::kString || f[0]->text != "storage" ||
+    const std::size_t fields = legacy_ ? 6 : 5;
+    if (legacy_ && f.size() == 6 && f[5]->kind != Kind::kNone) {
+      return corrupt("a legacy storage id with view metadata (written before PyTorch 0.4) is not read");
+    }
+    if (id->kind != Kind::kTuple || f.size() != fields || f[0]->kind != Kind::kString || f[0]->text != "storage" ||
         f[1]->kind != Kind::kGlobal || f[2]->kind != Kind::kString || f[3]->kind != Kind::kString ||
         f[4]->kind != Kind::kInt || f[4]->integer < 0) {
       return corrupt("persistent id is not ('storage', type, key, location, numel)");
@@ -539,7 +562,13 @@ class Unpickler {
   std::vector<Storage> storages_;
   std::unordered_map<std::string, std::size_t> storage_index_;  // key -> storages_ index
   std::vector<PickledTensor> tensors_;
+  bool legacy_ = false;
 };
+
+// What torch.save's legacy format opens with: the pickled magic number
+// 0x1950a86a20f9469cfc6c and protocol version 1001, at pickle protocol 2.
+constexpr std::string_view kLegacyMagic = "\x80\x02\x8a\x0a\x6c\xfc\x9c\x46\xf9\x20\x6a\xa8\x50\x19.";
+constexpr std::string_view kLegacyProtocol = "\x80\x02M\xe9\x03.";
 
 }  // namespace
 
@@ -556,6 +585,67 @@ Result<std::map<std::string, PickledTensor>> read_pickled_tensors(std::string_vi
     return Status::data_loss(fmt::format("data.pkl is {} bytes, more than the {} accepted", pickle.size(), kMaxPickleBytes));
   }
   return Unpickler(pickle).run();
+}
+
+bool is_legacy_torch_save(std::string_view head) { return head.substr(0, kLegacyMagic.size()) == kLegacyMagic; }
+
+Result<LegacyPickles> read_legacy_pickles(std::string_view file) {
+  const auto corrupt = [](std::size_t at, const std::string& why) {
+    return Status::data_loss(fmt::format("legacy torch.save file byte {}: {}", at, why));
+  };
+  if (!is_legacy_torch_save(file) || file.substr(kLegacyMagic.size(), kLegacyProtocol.size()) != kLegacyProtocol) {
+    return corrupt(0, "not torch.save's legacy format (magic number, protocol 1001)");
+  }
+  std::size_t at = kLegacyMagic.size() + kLegacyProtocol.size();
+  // Each pickle is read from a window of at most kMaxPickleBytes.
+  const auto window = [&](std::size_t from) { return file.substr(from, std::min(file.size() - from, kMaxPickleBytes)); };
+
+  // The system information: only little-endian files are read.
+  Unpickler info_reader(window(at));
+  auto info = info_reader.value();
+  if (!info) return Status(info.status().code(), fmt::format("legacy system information: {}", info.status().message()));
+  bool little_endian = false;
+  if ((*info)->kind == Kind::kDict) {
+    for (std::size_t i = 0; i + 1 < (*info)->items.size(); i += 2) {
+      const Value* key = (*info)->items[i];
+      const Value* value = (*info)->items[i + 1];
+      if (key->kind == Kind::kString && key->text == "little_endian") {
+        little_endian = value->kind == Kind::kBool && value->integer == 1;
+      }
+    }
+  }
+  if (!little_endian) return corrupt(at, "the system information does not say little_endian True");
+  at += info_reader.end();
+
+  LegacyPickles out;
+  Unpickler main_reader(window(at), /*legacy=*/true);
+  auto tensors = main_reader.run();
+  if (!tensors) return tensors.status();
+  out.tensors = std::move(tensors).value();
+  const auto declared = main_reader.storages();
+  at += main_reader.end();
+
+  // The storage keys, sorted as torch.save wrote them: each storage the
+  // state dict declared, once.
+  Unpickler keys_reader(window(at));
+  auto keys = keys_reader.value();
+  if (!keys) return Status(keys.status().code(), fmt::format("legacy storage keys: {}", keys.status().message()));
+  if ((*keys)->kind != Kind::kList) return corrupt(at, "the storage keys are not a list");
+  std::set<std::string> listed;
+  for (const Value* key : (*keys)->items) {
+    if (key->kind != Kind::kString || !declared.count(key->text) || !listed.insert(key->text).second) {
+      return corrupt(at, "the storage keys list a storage the state dict does not declare, or one twice");
+    }
+    out.storage_keys.push_back(key->text);
+  }
+  if (listed.size() != declared.size()) return corrupt(at, "a storage the state dict declares has no bytes");
+  at += keys_reader.end();
+  out.data_offset = at;
+  for (const std::string& key : out.storage_keys) {
+    const auto& [type, numel] = declared.at(key);
+    out.storages.push_back({key, type, numel});
+  }
+  return out;
 }
 
 }  // namespace rapidqa::model

@@ -70,4 +70,31 @@ inline constexpr std::size_t kMaxPickleBytes = 64u << 20;
 // the supported list (named, clipped).
 Result<std::map<std::string, PickledTensor>> read_pickled_tensors(std::string_view pickle);
 
+// torch.save's format before PyTorch 1.6 (pytorch_model.bin files of that
+// age): pickles one after another (magic number, protocol 1001, system
+// information, the state dict whose persistent ids are ('storage', type,
+// key, location, numel, None), the storage keys), then each storage's bytes
+// in key order, each after its element count as 8 little-endian bytes.
+bool is_legacy_torch_save(std::string_view head);
+
+struct LegacyStorage {
+  std::string key;
+  std::string type;         // "FloatStorage", ...
+  std::int64_t numel = 0;   // elements the state dict declares
+};
+
+struct LegacyPickles {
+  std::map<std::string, PickledTensor> tensors;  // as read_pickled_tensors names them
+  std::vector<std::string> storage_keys;         // in the order their bytes follow
+  std::vector<LegacyStorage> storages;           // the same order, with what each declares
+  std::size_t data_offset = 0;                   // where the first storage's element count is
+};
+
+// Reads the pickles of a whole legacy file (`file`: its bytes, usually a
+// memory map); the storages' bytes are the caller's to check and read.
+// Refuses, as read_pickled_tensors does, any global outside the list;
+// kDataLoss for a malformed file, a big-endian one, or storage keys that do
+// not match the storages the state dict declares one to one.
+Result<LegacyPickles> read_legacy_pickles(std::string_view file);
+
 }  // namespace rapidqa::model

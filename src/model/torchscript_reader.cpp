@@ -21,6 +21,7 @@
 #include <fmt/format.h>
 
 #include "common/bounded_json.h"
+#include "common/mapped_file.h"
 #include "model/torchscript_pickle.h"
 #include "model/transformer_model.h"
 
@@ -223,6 +224,81 @@ std::unique_ptr<caffe2::serialize::PyTorchStreamReader> open_archive(const std::
   return std::make_unique<caffe2::serialize::PyTorchStreamReader>(path);
 }
 
+// The named tensors as views of their storages (flat tensors by storage
+// key). A view of a whole storage shares it; any other view is copied out,
+// and the copies may not add up to more than the storages themselves (a
+// thousand names viewing one large storage would otherwise copy it a
+// thousand times).
+Result<std::map<std::string, at::Tensor>> views_of(const std::map<std::string, PickledTensor>& described,
+                                                   const std::map<std::string, at::Tensor>& storages,
+                                                   std::uint64_t storage_bytes, const std::string& path) {
+  std::uint64_t copied = 0;
+  std::map<std::string, at::Tensor> tensors;
+  for (const auto& [name, info] : described) {
+    const at::Tensor& flat = storages.at(info.storage_key);
+    std::uint64_t elements = 0, bytes = 0;
+    if (!view_elements(info, elements) ||
+        __builtin_mul_overflow(elements, static_cast<std::uint64_t>(flat.element_size()), &bytes)) {
+      return Status::data_loss(fmt::format("{}: tensor '{}': size overflows", path, detail::clip_for_message(name)));
+    }
+    // The pickle reader checked the view lies inside info.storage_numel
+    // elements, which the caller checked is flat's.
+    at::Tensor view = flat.as_strided(info.sizes, info.strides, info.offset);
+    if (whole_storage(info, elements)) {
+      tensors.emplace(name, std::move(view));
+      continue;
+    }
+    if (bytes > storage_bytes - copied) {
+      return Status::data_loss(fmt::format("{}: tensor '{}': copies of partial views would exceed the {} bytes of "
+                                           "all storages",
+                                           path, detail::clip_for_message(name), storage_bytes));
+    }
+    copied += bytes;
+    tensors.emplace(name, view.clone());
+  }
+  if (tensors.empty()) {
+    return Status::invalid_argument(fmt::format("{}: the archive holds no tensors", path));
+  }
+  return tensors;
+}
+
+// torch.save's format before PyTorch 1.6: the pickles, then each storage's
+// element count and bytes in key order, all checked against the file's size
+// before anything is allocated.
+Result<std::map<std::string, at::Tensor>> read_legacy_file(const std::string& path) {
+  auto mapped = detail::MappedFile::open(path);
+  if (!mapped) return mapped.status();
+  const std::string_view file(reinterpret_cast<const char*>(mapped->data()), mapped->size());
+  auto pickles = read_legacy_pickles(file);
+  if (!pickles) return Status(pickles.status().code(), fmt::format("{}: {}", path, pickles.status().message()));
+  std::map<std::string, at::Tensor> storages;
+  std::uint64_t at = pickles->data_offset, storage_bytes = 0;
+  for (const LegacyStorage& storage : pickles->storages) {
+    std::uint64_t needed = 0;
+    if (__builtin_mul_overflow(static_cast<std::uint64_t>(storage.numel),
+                               static_cast<std::uint64_t>(storage_element_size(storage.type)), &needed) ||
+        file.size() < at || file.size() - at < 8 || file.size() - at - 8 < needed) {
+      return Status::data_loss(fmt::format("{}: storage '{}' ({} elements of {}) runs past the end of the file",
+                                           path, storage.key, storage.numel, storage.type));
+    }
+    std::uint64_t count = 0;
+    for (int i = 8; i-- > 0;) count = (count << 8) | static_cast<unsigned char>(file[at + static_cast<std::size_t>(i)]);
+    if (count != static_cast<std::uint64_t>(storage.numel)) {
+      return Status::data_loss(fmt::format("{}: storage '{}' holds {} elements but the state dict declares {}", path,
+                                           storage.key, count, storage.numel));
+    }
+    at::Tensor flat = at::empty({storage.numel}, at::TensorOptions().dtype(scalar_type_of(storage.type)));
+    if (needed > 0) std::memcpy(flat.data_ptr(), file.data() + at + 8, needed);
+    storages.emplace(storage.key, std::move(flat));
+    storage_bytes += needed;
+    at += 8 + needed;
+  }
+  if (at != file.size()) {
+    return Status::data_loss(fmt::format("{}: {} bytes follow the last storage", path, file.size() - at));
+  }
+  return views_of(pickles->tensors, storages, storage_bytes, path);
+}
+
 Result<std::map<std::string, at::Tensor>> read_archive(const std::string& path) {
   auto directory = ZipDirectory::read(path);
   if (!directory) return directory.status();
@@ -256,7 +332,7 @@ Result<std::map<std::string, at::Tensor>> read_archive(const std::string& path) 
   for (const auto& [name, info] : described.value()) {
     const at::ScalarType type = scalar_type_of(info.storage_type);
     const std::string record = "data/" + info.storage_key;
-    if (const auto found = storages.find(record); found != storages.end()) {
+    if (const auto found = storages.find(info.storage_key); found != storages.end()) {
       // The pickle reader refuses a key declared twice differently; the
       // views below rely on it, so it is checked again here.
       if (found->second.scalar_type() != type || found->second.numel() != info.storage_numel) {
@@ -299,41 +375,10 @@ Result<std::map<std::string, at::Tensor>> read_archive(const std::string& path) 
     at::Tensor flat = at::empty({info.storage_numel}, at::TensorOptions().dtype(type));
     if (needed > 0) std::memcpy(flat.data_ptr(), data.get(), needed);
     storage_bytes += needed;
-    storages.emplace(record, std::move(flat));
+    storages.emplace(info.storage_key, std::move(flat));
   }
 
-  // A view of a whole storage shares it; any other view is copied out, and
-  // the copies may not add up to more than the storages themselves (a
-  // thousand names viewing one large storage would otherwise copy it a
-  // thousand times).
-  std::uint64_t copied = 0;
-  std::map<std::string, at::Tensor> tensors;
-  for (const auto& [name, info] : described.value()) {
-    const at::Tensor& flat = storages.at("data/" + info.storage_key);
-    std::uint64_t elements = 0, bytes = 0;
-    if (!view_elements(info, elements) ||
-        __builtin_mul_overflow(elements, static_cast<std::uint64_t>(flat.element_size()), &bytes)) {
-      return Status::data_loss(fmt::format("{}: tensor '{}': size overflows", path, detail::clip_for_message(name)));
-    }
-    // The pickle reader checked the view lies inside info.storage_numel
-    // elements, which the loop above checked is flat's.
-    at::Tensor view = flat.as_strided(info.sizes, info.strides, info.offset);
-    if (whole_storage(info, elements)) {
-      tensors.emplace(name, std::move(view));
-      continue;
-    }
-    if (bytes > storage_bytes - copied) {
-      return Status::data_loss(fmt::format("{}: tensor '{}': copies of partial views would exceed the {} bytes of "
-                                           "all storages",
-                                           path, detail::clip_for_message(name), storage_bytes));
-    }
-    copied += bytes;
-    tensors.emplace(name, view.clone());
-  }
-  if (tensors.empty()) {
-    return Status::invalid_argument(fmt::format("{}: the archive holds no tensors", path));
-  }
-  return tensors;
+  return views_of(described.value(), storages, storage_bytes, path);
 }
 
 }  // namespace
@@ -345,6 +390,9 @@ Result<std::map<std::string, at::Tensor>> read_pytorch_archive(const std::string
     return Status::invalid_argument(fmt::format("{}: not a regular file", path));
   }
   try {
+    char head[16] = {};
+    std::ifstream(path, std::ios::binary).read(head, sizeof head);
+    if (is_legacy_torch_save(std::string_view(head, sizeof head))) return read_legacy_file(path);
     return read_archive(path);
   } catch (const c10::Error& e) {
     return Status::data_loss(

@@ -64,6 +64,10 @@ std::map<std::string, at::Tensor> checkpoint_tensors(const TransformerModel& mod
   put_embedding(out, "embeddings.position_embeddings", model.position_embeddings);
   put_embedding(out, "embeddings.token_type_embeddings", model.token_type_embeddings);
   put_norm(out, "embeddings.LayerNorm", model.embedding_norm);
+  if (model.embedding_projection) put_linear(out, "embeddings_project", *model.embedding_projection);
+  if (model.relative_attention_bias.defined()) {
+    out["encoder.relative_attention_bias.weight"] = model.relative_attention_bias;
+  }
   const LayerNames n = names_for(model.config.architecture);
   for (std::size_t i = 0; i < model.layers.size(); ++i) {
     const TransformerLayer& layer = model.layers[i];

@@ -85,16 +85,22 @@ Result<TransformerConfig> TransformerConfig::from_json_text(const std::string& t
   const std::string& type = model_type.value();
   const bool distil = type == "distilbert";
   // RoBERTa's family: BERT's tensor names, positions past the padding index.
-  const bool roberta = type == "roberta" || type == "xlm-roberta" || type == "camembert";
-  if (!distil && !roberta && type != "bert") {
+  const bool mpnet = type == "mpnet";
+  const bool roberta = type == "roberta" || type == "xlm-roberta" || type == "camembert" || mpnet;
+  const bool electra = type == "electra";
+  if (!distil && !roberta && !electra && type != "bert") {
     return Status::invalid_argument(fmt::format(
         "{}: model_type '{}' is not supported (bert and models sharing its layout, roberta, xlm-roberta, "
-        "camembert, distilbert)",
+        "camembert, mpnet, electra, distilbert)",
         source, detail::clip_for_message(type)));
   }
-  c.architecture = distil ? Architecture::kDistilBert : Architecture::kBert;
+  c.architecture = distil ? Architecture::kDistilBert : mpnet ? Architecture::kMPNet : Architecture::kBert;
   c.model_type = type;
   if (roberta) c.pad_token_id = 1;  // the family's default, when config.json does not say
+  if (mpnet) {
+    c.type_vocab_size = 0;  // MPNet has no segment embeddings
+    c.relative_attention_buckets = 32;
+  }
   // Every size is bounded: the loader allocates and loops by them before
   // any tensor is compared with them, so a hostile config.json must not be
   // able to ask for 2^62 of anything.
@@ -121,9 +127,13 @@ Result<TransformerConfig> TransformerConfig::from_json_text(const std::string& t
   integer("max_position_embeddings", c.max_position_embeddings, false, 1, kMaxPositions);
   if (distil) {
     c.type_vocab_size = 0;
-  } else {
+  } else if (!mpnet) {
     integer("type_vocab_size", c.type_vocab_size, false, 0, kMaxTypeVocabSize);
   }
+  if (electra) integer("embedding_size", c.embedding_size, false, 1, kMaxHiddenSize);
+  // At least 4: the bias splits them by direction, then into exact and
+  // logarithmic halves.
+  if (mpnet) integer("relative_attention_num_buckets", c.relative_attention_buckets, false, 4, 1024);
   integer("pad_token_id", c.pad_token_id, false, 0, c.vocab_size - 1);
   if (!problem.empty()) return Status::invalid_argument(fmt::format("{}: {}", source, problem));
   if (roberta) {

@@ -13,7 +13,9 @@
 
 namespace rapidqa::model {
 
-enum class Architecture { kBert, kDistilBert };
+// Which tensor names the layers carry: BERT's (also RoBERTa's and ELECTRA's),
+// DistilBERT's, or MPNet's (whose attention adds a relative position bias).
+enum class Architecture { kBert, kDistilBert, kMPNet };
 enum class Activation { kNone, kGelu, kGeluTanh, kRelu, kTanh };
 
 struct TransformerConfig {
@@ -35,6 +37,12 @@ struct TransformerConfig {
   // past the padding index (so its longest input is
   // max_position_embeddings - position_offset tokens).
   std::int64_t position_offset = 0;
+  // ELECTRA: the width of the embeddings when it differs from hidden_size
+  // (a linear "embeddings_project" maps them up); 0 = hidden_size.
+  std::int64_t embedding_size = 0;
+  // MPNet: buckets of its relative position bias (0 elsewhere); the bias
+  // reaches 128 positions, as Hugging Face fixes it.
+  std::int64_t relative_attention_buckets = 0;
   // Structured pruning: the original indices of the heads ("pruned_heads",
   // as Hugging Face writes it) and of the FFN neurons ("pruned_intermediate")
   // removed from each layer. The tensors then have fewer rows; the loader
@@ -43,6 +51,7 @@ struct TransformerConfig {
   std::map<std::int64_t, std::vector<std::int64_t>> pruned_intermediate;
 
   std::int64_t head_dim() const { return hidden_size / num_heads; }
+  std::int64_t embedding_width() const { return embedding_size > 0 ? embedding_size : hidden_size; }
   // The longest input the position table allows.
   std::int64_t max_sequence_length() const { return max_position_embeddings - position_offset; }
   // kInvalidArgument naming the field for a missing or inconsistent value,

@@ -276,12 +276,12 @@ Result<TransformerLayer> build_layer(const TensorLookup& t, const TransformerCon
 // The prefix under which the encoder's tensors are stored ("" or a head
 // model's "bert." etc.), found from the word embeddings.
 Result<std::string> find_prefix(const std::map<std::string, at::Tensor>& tensors, const std::string& source) {
-  for (const char* prefix : {"", "bert.", "distilbert.", "model.", "roberta."}) {
+  for (const char* prefix : {"", "bert.", "distilbert.", "model.", "roberta.", "electra.", "mpnet."}) {
     if (tensors.count(std::string(prefix) + "embeddings.word_embeddings.weight")) return std::string(prefix);
   }
   return Status::invalid_argument(fmt::format(
       "{}: tensor 'embeddings.word_embeddings.weight' is missing (also looked for it under the prefixes bert., "
-      "distilbert., model., roberta.); is this a BERT-family checkpoint?",
+      "distilbert., model., roberta., electra., mpnet.); is this a BERT-family checkpoint?",
       source));
 }
 
@@ -290,7 +290,7 @@ Result<std::string> find_prefix(const std::map<std::string, at::Tensor>& tensors
 // buffers of a few megabytes come from mmap and cost a page fault per 4 KiB
 // on every pass.
 struct Workspace {
-  std::vector<float> x, qkv, context, attended, inner, out;
+  std::vector<float> x, embedded, qkv, context, attended, inner, out;
 };
 
 float* at_least(std::vector<float>& buffer, std::int64_t floats) {
@@ -346,7 +346,25 @@ void check_ids(const at::Tensor& ids, std::int64_t limit, const char* what) {
 
 }  // namespace
 
+std::int64_t relative_position_bucket(std::int64_t relative, std::int64_t buckets) {
+  // Computed in float32 as PyTorch does, so the boundaries fall alike.
+  constexpr std::int64_t kMaxDistance = 128;
+  const std::int64_t half = buckets / 2, exact = half / 2;
+  std::int64_t n = -relative;
+  const std::int64_t bucket = n < 0 ? half : 0;
+  n = n < 0 ? -n : n;
+  if (n < exact) return bucket + n;
+  const float scale = static_cast<float>(std::log(static_cast<double>(kMaxDistance) / static_cast<double>(exact)));
+  const float logarithmic =
+      std::log(static_cast<float>(n) / static_cast<float>(exact)) / scale * static_cast<float>(half - exact);
+  return bucket + std::min<std::int64_t>(exact + static_cast<std::int64_t>(logarithmic), half - 1);
+}
+
 LayerNames names_for(Architecture arch) {
+  if (arch == Architecture::kMPNet) {
+    return {"encoder.layer.",     "attention.attn.q",   "attention.attn.k", "attention.attn.v", "attention.attn.o",
+            "attention.LayerNorm", "intermediate.dense", "output.dense",     "output.LayerNorm"};
+  }
   if (arch == Architecture::kDistilBert) {
     return {"transformer.layer.", "attention.q_lin",   "attention.k_lin", "attention.v_lin", "attention.out_lin",
             "sa_layer_norm",      "ffn.lin1",          "ffn.lin2",        "output_layer_norm"};
@@ -378,6 +396,10 @@ at::Tensor TransformerModel::forward(const ModelInputs& inputs) const {
   const std::int64_t tokens = packed.tokens();
   thread_local Workspace ws;
   float* x = at_least(ws.x, tokens * h);
+  // ELECTRA's narrower embeddings are summed and normalised at their own
+  // width, then projected up to the layers'.
+  const std::int64_t e = config.embedding_width();
+  float* embedded = embedding_projection ? at_least(ws.embedded, tokens * e) : x;
 
   // Embeddings: word + position + token type, then LayerNorm, per token.
   const std::int64_t* id = ids.data_ptr<std::int64_t>();
@@ -385,8 +407,8 @@ at::Tensor TransformerModel::forward(const ModelInputs& inputs) const {
   runtime::parallel_ranges(tokens, kNormRowsPerTask, [&](std::int64_t first, std::int64_t end) {
     for (std::int64_t t = first; t < end; ++t) {
       const std::int64_t row = packed.source_row[static_cast<std::size_t>(t)];
-      float* out = x + t * h;
-      std::fill(out, out + h, 0.0f);
+      float* out = embedded + t * e;
+      std::fill(out, out + e, 0.0f);
       word_embeddings.add_row(id[row], out);
       // BERT reads the position in the padded row; RoBERTa counts the
       // sequence's own tokens from past the padding index, as Hugging Face
@@ -396,10 +418,27 @@ at::Tensor TransformerModel::forward(const ModelInputs& inputs) const {
       position_embeddings.add_row(position, out);
       if (token_type_embeddings.defined()) token_type_embeddings.add_row(type ? type[row] : 0, out);
     }
-    kernels::residual_layer_norm(x + first * h, nullptr, embedding_norm.weight.data_ptr<float>(),
+    kernels::residual_layer_norm(embedded + first * e, nullptr, embedding_norm.weight.data_ptr<float>(),
                                  embedding_norm.bias.data_ptr<float>(), static_cast<float>(embedding_norm.eps),
-                                 end - first, h);
+                                 end - first, e);
   });
+  if (embedding_projection) embedding_projection->forward_rows(embedded, tokens, x);
+
+  // MPNet: each head's bias by relative position, for every distance this
+  // batch has, from -(seq - 1) to seq - 1.
+  const std::int64_t distances = 2 * seq - 1;
+  std::vector<float> relative_bias;
+  if (relative_attention_bias.defined()) {
+    const std::int64_t buckets = relative_attention_bias.size(0), all_heads = relative_attention_bias.size(1);
+    const float* table = relative_attention_bias.data_ptr<float>();
+    relative_bias.resize(static_cast<std::size_t>(all_heads * distances));
+    for (std::int64_t r = -(seq - 1); r < seq; ++r) {
+      const std::int64_t bucket = relative_position_bucket(r, buckets);
+      for (std::int64_t head = 0; head < all_heads; ++head) {
+        relative_bias[static_cast<std::size_t>(head * distances + r + seq - 1)] = table[bucket * all_heads + head];
+      }
+    }
+  }
 
   for (const TransformerLayer& layer : layers) {
     const std::int64_t heads = layer.num_heads, d = layer.head_dim, width = heads * d;
@@ -418,8 +457,12 @@ at::Tensor TransformerModel::forward(const ModelInputs& inputs) const {
       if (length == 0) return;
       thread_local std::vector<float> scores;
       const float* q = qkv + first * 3 * width + a * d;
+      const float* bias =
+          relative_bias.empty()
+              ? nullptr
+              : relative_bias.data() + layer.head_ids[static_cast<std::size_t>(a)] * distances + (seq - 1);
       kernels::attention_head(q, q + width, q + 2 * width, 3 * width, length, d, context + first * width + a * d,
-                              width, at_least(scores, length * length));
+                              width, at_least(scores, length * length), bias);
     });
     layer.attention_output->forward_rows(context, tokens, attended);
     layer_norm_rows(attended, x, layer.attention_norm, tokens, h);
@@ -499,29 +542,38 @@ Result<std::shared_ptr<TransformerModel>> build_transformer(const TransformerCon
     const TensorLookup t(tensors, prefix.value(), source);
     auto model = std::make_shared<TransformerModel>();
     model->config = c;
-    const std::int64_t h = c.hidden_size;
-    auto word = embedding_table(t, "embeddings.word_embeddings", c.vocab_size, h);
+    const std::int64_t h = c.hidden_size, e = c.embedding_width();
+    auto word = embedding_table(t, "embeddings.word_embeddings", c.vocab_size, e);
     if (!word) return word.status();
     model->word_embeddings = std::move(word).value();
-    auto position = embedding_table(t, "embeddings.position_embeddings", c.max_position_embeddings, h);
+    auto position = embedding_table(t, "embeddings.position_embeddings", c.max_position_embeddings, e);
     if (!position) return position.status();
     model->position_embeddings = std::move(position).value();
     if (c.architecture == Architecture::kBert && c.type_vocab_size > 0) {
-      auto types = embedding_table(t, "embeddings.token_type_embeddings", c.type_vocab_size, h);
+      auto types = embedding_table(t, "embeddings.token_type_embeddings", c.type_vocab_size, e);
       if (!types) return types.status();
       model->token_type_embeddings = std::move(types).value();
     }
-    auto norm = layer_norm(t, "embeddings.LayerNorm", h, c.layer_norm_eps);
+    auto norm = layer_norm(t, "embeddings.LayerNorm", e, c.layer_norm_eps);
     if (!norm) return norm.status();
     model->embedding_norm = norm.value();
+    if (e != h) {
+      auto projection = dense(t, "embeddings_project", h, e, Activation::kNone);
+      if (!projection) return projection.status();
+      model->embedding_projection = std::move(projection).value();
+    }
+    if (c.architecture == Architecture::kMPNet) {
+      auto bias = t.get("encoder.relative_attention_bias.weight", {c.relative_attention_buckets, c.num_heads});
+      if (!bias) return bias.status();
+      model->relative_attention_bias = bias->contiguous();
+    }
     for (std::int64_t i = 0; i < c.num_layers; ++i) {
       auto layer = build_layer(t, c, i);
       if (!layer) return layer.status();
       model->layers.push_back(std::move(layer).value());
     }
-    const std::string extra = c.architecture == Architecture::kBert ? "encoder.layer." : "transformer.layer.";
-    if (t.has(extra + std::to_string(c.num_layers) + ".output.dense.weight") ||
-        t.has(extra + std::to_string(c.num_layers) + ".ffn.lin1.weight")) {
+    const LayerNames names = names_for(c.architecture);
+    if (t.has(names.layer_prefix + std::to_string(c.num_layers) + "." + names.output + ".weight")) {
       return Status::invalid_argument(fmt::format(
           "{}: the checkpoint has more layers than the {} that config.json declares", source, c.num_layers));
     }

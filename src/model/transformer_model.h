@@ -65,6 +65,11 @@ struct TransformerModel {
   EmbeddingTable position_embeddings;    // [max_positions, hidden]
   EmbeddingTable token_type_embeddings;  // [type_vocab, hidden] or undefined (DistilBERT)
   LayerNormWeights embedding_norm;
+  // ELECTRA with embeddings narrower than the layers: [hidden, embedding_size].
+  std::unique_ptr<LinearOp> embedding_projection;
+  // MPNet: [buckets, heads], one learned bias per head and bucket of the
+  // key's position relative to the query's, shared by every layer.
+  at::Tensor relative_attention_bias;
   std::vector<TransformerLayer> layers;
   std::unique_ptr<LinearOp> pooler;   // dense + tanh on [CLS], when the checkpoint has one
   std::unique_ptr<LinearOp> qa_head;  // [2, hidden] start/end logits, for question answering
@@ -93,6 +98,10 @@ struct LayerNames {
 };
 LayerNames names_for(Architecture arch);
 
+// MPNet's bucket (Hugging Face's relative_position_bucket, 128 positions)
+// of a key `relative` positions after the query (negative: before it).
+std::int64_t relative_position_bucket(std::int64_t relative, std::int64_t buckets);
+
 // Loads a model directory: config.json and the weights in any layout
 // checkpoint_files.h reads (model.safetensors, pytorch_model.bin, either
 // sharded, or a TorchScript file) under the Hugging Face names. A quantized checkpoint (docs/quantized-format.md: I8 weights with
@@ -111,9 +120,10 @@ Result<std::shared_ptr<TransformerModel>> build_transformer(const TransformerCon
                                                            const std::map<std::string, at::Tensor>& tensors,
                                                            const std::string& source);
 
-// Reads every named tensor of a PyTorch zip archive (torchscript_reader.cpp):
-// a TorchScript file's parameters by module path, or the entries of the
-// state dict torch.save wrote, without loading anything as a module. kDataLoss for a malformed archive or
+// Reads every named tensor of a PyTorch file (torchscript_reader.cpp): a
+// TorchScript file's parameters by module path, or the entries of the state
+// dict torch.save wrote (its zip archive, or the format before PyTorch 1.6),
+// without loading anything as a module. kDataLoss for a malformed archive or
 // pickle, kInvalidArgument for unsupported content (named).
 Result<std::map<std::string, at::Tensor>> read_pytorch_archive(const std::string& path);
 

@@ -56,10 +56,9 @@ std::string shape_string(at::IntArrayRef shape) {
 }
 
 Status check_config(const model::TransformerConfig& c) {
-  if (c.architecture != model::Architecture::kBert || c.position_offset != 0) {
-    return Status::invalid_argument(fmt::format(
-        "only BERT models can be trained, not model_type '{}' (DistilBERT names differ, RoBERTa positions)",
-        c.model_type));
+  if (c.architecture != model::Architecture::kBert || c.position_offset != 0 || c.embedding_size != 0) {
+    return Status::invalid_argument(
+        fmt::format("only BERT models can be trained, not model_type '{}'", c.model_type));
   }
   if (c.vocab_size <= 0 || c.hidden_size <= 0 || c.num_layers <= 0 || c.num_heads <= 0 ||
       c.intermediate_size <= 0 || c.max_position_embeddings <= 0 || c.type_vocab_size <= 0) {
@@ -157,6 +156,8 @@ Result<std::shared_ptr<TrainableBert>> TrainableBert::create(const model::Transf
         config, std::vector<BertLayerShape>(static_cast<std::size_t>(config.num_layers), shape), options);
   });
 }
+
+Status TrainableBert::can_train(const model::TransformerConfig& config) { return check_config(config); }
 
 Result<std::shared_ptr<TrainableBert>> TrainableBert::from_tensors(const model::TransformerConfig& config,
                                                                    const std::map<std::string, at::Tensor>& tensors,

@@ -82,6 +82,11 @@ class TrainableBert : public torch::nn::Module {
   static Result<std::shared_ptr<TrainableBert>> create(const model::TransformerConfig& config,
                                                        const TrainableBertOptions& options = {});
 
+  // Whether a model of this configuration can be trained: OK, or
+  // kInvalidArgument saying why not (BERT models only: not DistilBERT's
+  // names, nor the RoBERTa family's, MPNet's or ELECTRA's layouts).
+  static Status can_train(const model::TransformerConfig& config);
+
   // From Hugging Face tensors (with or without a "bert." prefix; heads and
   // the pooler are ignored). Layer sizes come from the tensors. Every
   // parameter must be present with a consistent shape; an error names the

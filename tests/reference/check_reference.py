@@ -76,21 +76,45 @@ def expected_bert_names(cfg, pooler):
     return names
 
 
+def expected_other_names(cfg, pooler):
+    """MPNet's and ELECTRA's tensor names, unprefixed."""
+    if cfg["model_type"] == "electra":
+        return expected_bert_names(cfg, False) + ["embeddings_project.weight", "embeddings_project.bias"]
+    names = ["embeddings.word_embeddings.weight", "embeddings.position_embeddings.weight",
+             "embeddings.LayerNorm.weight", "embeddings.LayerNorm.bias", "encoder.relative_attention_bias.weight"]
+    for i in range(cfg["num_hidden_layers"]):
+        p = f"encoder.layer.{i}."
+        for n in ("attention.attn.q", "attention.attn.k", "attention.attn.v", "attention.attn.o",
+                  "attention.LayerNorm", "intermediate.dense", "output.dense", "output.LayerNorm"):
+            names += [p + n + ".weight", p + n + ".bias"]
+    if pooler:
+        names += ["pooler.dense.weight", "pooler.dense.bias"]
+    return names
+
+
 def expected_shapes(cfg, names):
     if cfg["model_type"] == "distilbert":
         H, I, P, T = cfg["dim"], cfg["hidden_dim"], cfg["max_position_embeddings"], 0
     else:
-        H, I, P, T = cfg["hidden_size"], cfg["intermediate_size"], cfg["max_position_embeddings"], cfg["type_vocab_size"]
+        H, I, P, T = (cfg["hidden_size"], cfg["intermediate_size"], cfg["max_position_embeddings"],
+                      cfg.get("type_vocab_size", 0))
     V = cfg["vocab_size"]
+    E = cfg.get("embedding_size", H)
     shp = {}
     for n in names:
-        base = n.split(".", 1)[1] if n.startswith(("bert.", "distilbert.", "roberta.")) else n
+        base = n.split(".", 1)[1] if n.startswith(("bert.", "distilbert.", "roberta.", "electra.", "mpnet.")) else n
         if base == "embeddings.word_embeddings.weight":
-            s = [V, H]
+            s = [V, E]
         elif base == "embeddings.position_embeddings.weight":
-            s = [P, H]
+            s = [P, E]
         elif base == "embeddings.token_type_embeddings.weight":
-            s = [T, H]
+            s = [T, E]
+        elif base.startswith("embeddings.LayerNorm."):
+            s = [E]
+        elif base == "embeddings_project.weight":
+            s = [H, E]
+        elif base == "encoder.relative_attention_bias.weight":
+            s = [cfg["relative_attention_num_buckets"], cfg["num_attention_heads"]]
         elif base == "qa_outputs.weight":
             s = [2, H]
         elif base == "qa_outputs.bias":
@@ -204,8 +228,11 @@ def read_weights(c, name, d, wfile, dtype):
         c.ok(set(dtypes.values()) == {dtype}, f"{name}: stored dtypes {set(dtypes.values())} == {dtype}")
         return sd, None
     if wfile.endswith(".bin"):
-        c.ok(zipfile.is_zipfile(path), f"{name}: {wfile} is torch.save's zip format")
-        return dict(torch.load(path, map_location="cpu", weights_only=True)), None
+        c.ok(zipfile.is_zipfile(path) == ("legacy" not in name), f"{name}: {wfile} is in the format its name says")
+        sd = dict(torch.load(path, map_location="cpu", weights_only=True))
+        c.ok({str(v.dtype) for v in sd.values()} == {{"F32": "torch.float32", "F16": "torch.float16"}[dtype]},
+             f"{name}: stored as {dtype}")
+        return {k: v.float() for k, v in sd.items()}, None
     sm = torch.jit.load(path)
     return {k: v.detach().clone() for k, v in sm.named_parameters()}, sm
 
@@ -252,6 +279,11 @@ def main(argv=None):
             # expected names / shapes, derived from the config
             if cfg["model_type"] == "distilbert":
                 exp = expected_distil_names(cfg)
+            elif cfg["model_type"] in ("mpnet", "electra"):
+                pre = entry["tensor_prefix"]
+                exp = [pre + k for k in expected_other_names(cfg, entry["has_pooler"])]
+                if any(a.endswith("ForQuestionAnswering") for a in cfg["architectures"]):
+                    exp += ["qa_outputs.weight", "qa_outputs.bias"]
             else:
                 pre = entry["tensor_prefix"]
                 exp = [pre + k for k in expected_bert_names(cfg, entry["has_pooler"])]
@@ -283,7 +315,9 @@ def main(argv=None):
                 c.close(h[:, 0], case["cls_pooled"], 0, f"{name}/{case['name']} cls_pooled")
 
                 # 2) second implementation
-                if cfg["model_type"] == "distilbert":
+                if cfg["model_type"] in ("mpnet", "electra"):
+                    pass  # the nn.Module is BERT's; these are checked by the functional reference alone
+                elif cfg["model_type"] == "distilbert":
                     bcfg, bsd = distil_as_bert(sd, cfg)
                     mod = rb.build_module(bcfg, bsd, pooler=False)
                     hh, _ = mod(ids, mask, torch.zeros_like(ids))

@@ -188,8 +188,10 @@ def write_weights(d, kind, files_sd, st_dtype, cfg):
     if kind == "safetensors":
         rb.write_safetensors(os.path.join(d, "model.safetensors"), files_sd, st_dtype, {"format": "pt"})
         return "model.safetensors"
-    if kind == "bin":
-        torch.save(collections.OrderedDict(files_sd), os.path.join(d, "pytorch_model.bin"))
+    if kind in ("bin", "legacy-bin"):
+        # legacy-bin: the format torch.save wrote before PyTorch 1.6 (pickles, then raw storages).
+        torch.save(collections.OrderedDict(files_sd), os.path.join(d, "pytorch_model.bin"),
+                   _use_new_zipfile_serialization=kind == "bin")
         return "pytorch_model.bin"
     if kind in ("sharded-safetensors", "sharded-bin"):
         # Two shards split by name order, named and indexed as save_pretrained does.
@@ -392,7 +394,12 @@ def write_malicious_bin(out, cfg, vocab_list, base):
     sd = collections.OrderedDict(base)
     sd["pooler.dense.extra"] = _RunsACommand(marker)
     torch.save(sd, os.path.join(d, "pytorch_model.bin"))
-    return {"model": "malicious-bin", "marker": marker}
+    legacy = os.path.join(out, "malicious-legacy-bin")
+    os.makedirs(legacy, exist_ok=True)
+    write_json(os.path.join(legacy, "config.json"), cfg)
+    write_vocab(os.path.join(legacy, "vocab.txt"), vocab_list)
+    torch.save(sd, os.path.join(legacy, "pytorch_model.bin"), _use_new_zipfile_serialization=False)
+    return {"models": ["malicious-bin", "malicious-legacy-bin"], "marker": marker}
 
 
 def prefixed(sd, prefix):
@@ -481,6 +488,9 @@ def main(argv=None):
         notes="extra: bert-tiny weights with hidden_act 'gelu_new' (tanh approximation)")
     add("bert-tiny-bin", mlm_cfg, base, pre, "F32", kind="bin",
         notes="bert-tiny-prefixed's tensors as pytorch_model.bin (torch.save's zip format)")
+    add("bert-tiny-legacy-bin", dict(bert_cfg, torch_dtype="float16"), rb.round_trip(base, torch.float16),
+        {k: v.half() for k, v in base.items()}, "F16", kind="legacy-bin",
+        notes="bert-tiny's weights as F16 in torch.save's format from before PyTorch 1.6")
     add("bert-tiny-sharded", bert_cfg, base, base, "F32", kind="sharded-safetensors",
         notes="bert-tiny in two safetensors shards behind model.safetensors.index.json")
     # The RoBERTa family: one token type, positions past the padding index (pad id 1, as in RoBERTa's
@@ -502,6 +512,21 @@ def main(argv=None):
         notes="XLMRobertaForQuestionAnswering ('roberta.' prefix, qa_outputs) in two safetensors shards")
     add("camembert-tiny-sharded-bin", dict(rcfg, model_type="camembert", architectures=["CamembertModel"]), rsd, rsd,
         "F32", kind="sharded-bin", notes="roberta-tiny's weights as CamembertModel in two pytorch_model.bin shards")
+    # ELECTRA: embeddings half the layers' width, projected up; MPNet: a relative position bias.
+    ecfg = rb.electra_config(V)
+    esd = rb.random_electra_state_dict(ecfg, torch.Generator().manual_seed(args.seed + 8), LINEAR_STD)
+    add("electra-tiny", ecfg, esd, esd, "F32", notes="ElectraModel (discriminator body), embedding_size 16")
+    g_eqa = torch.Generator().manual_seed(args.seed + 9)
+    eqa = prefixed(rb.random_electra_state_dict(ecfg, g_eqa, LINEAR_STD), "electra.")
+    eqa["qa_outputs.weight"] = torch.randn(2, H, generator=g_eqa) * LINEAR_STD
+    eqa["qa_outputs.bias"] = torch.randn(2, generator=g_eqa) * 0.02
+    add("electra-tiny-qa-bin", dict(ecfg, architectures=["ElectraForQuestionAnswering"]), eqa, eqa, "F32",
+        kind="bin", notes="ElectraForQuestionAnswering ('electra.' prefix, qa_outputs) as pytorch_model.bin")
+    mcfg = rb.mpnet_config(V)
+    msd = rb.random_mpnet_state_dict(mcfg, torch.Generator().manual_seed(args.seed + 10), LINEAR_STD)
+    add("mpnet-tiny", mcfg, msd, msd, "F32", notes="MPNetModel with pooler; relative bias N(0, 1)")
+    add("mpnet-tiny-sharded-bin", dict(mcfg, architectures=["MPNetForMaskedLM"]), msd, prefixed(msd, "mpnet."), "F32",
+        kind="sharded-bin", notes="mpnet-tiny's weights under 'mpnet.' in two pytorch_model.bin shards")
     add("bert-tiny-qa-sharded-bin", dict(bert_cfg, architectures=["BertForQuestionAnswering"]), qa_sd, qa_sd, "F32",
         kind="sharded-bin", notes="bert-tiny-qa in two pytorch_model.bin shards behind pytorch_model.bin.index.json")
 
@@ -539,7 +564,7 @@ def main(argv=None):
             "architectures": cfg["architectures"],
             "weights_file": wfile,
             "weights_dtype": st_dtype,
-            "tensor_prefix": next((p for p in ("bert.", "roberta.", "distilbert.")
+            "tensor_prefix": next((p for p in ("bert.", "roberta.", "distilbert.", "electra.", "mpnet.")
                                    if p + "embeddings.word_embeddings.weight" in files_sd), ""),
             "extra_tensors": sorted(k for k in files_sd if k.startswith(("cls.", "lm_head."))),
             "has_pooler": has_pooler,
@@ -554,13 +579,6 @@ def main(argv=None):
 
     ref["sentence_transformers"] = write_sentence_transformers(out, vocab, vocab_list, base, bert_cfg, args.seed)
     ref["malicious"] = write_malicious_bin(out, bert_cfg, vocab_list, base)
-    legacy = os.path.join(out, "bert-tiny-legacy-bin")
-    os.makedirs(legacy, exist_ok=True)
-    write_json(os.path.join(legacy, "config.json"), bert_cfg)
-    write_vocab(os.path.join(legacy, "vocab.txt"), vocab_list)
-    torch.save(collections.OrderedDict(base), os.path.join(legacy, "pytorch_model.bin"),
-               _use_new_zipfile_serialization=False)
-    ref["legacy_bin"] = "bert-tiny-legacy-bin"
     ref["sentence_transformers_note"] = (
         "vectors as the sentence-transformers pipeline makes them (pooling, Dense, Normalize modules); the "
         "encoder's own final L2 normalisation is off for the comparison")

@@ -90,7 +90,7 @@ def bert_config(vocab_size: int, hidden_size: int = 32, num_hidden_layers: int =
     }
 
 
-ROBERTA_FAMILY = ("roberta", "xlm-roberta", "camembert")
+ROBERTA_FAMILY = ("roberta", "xlm-roberta", "camembert", "mpnet")  # positions past the padding index
 
 
 def roberta_config(vocab_size: int, model_type: str = "roberta", pad_token_id: int = 1,
@@ -103,6 +103,115 @@ def roberta_config(vocab_size: int, model_type: str = "roberta", pad_token_id: i
     cfg.update({"model_type": model_type, "architectures": architectures or [arch], "pad_token_id": pad_token_id,
                 "bos_token_id": 0, "eos_token_id": 2, "layer_norm_eps": 1e-5})
     return cfg
+
+
+def electra_config(vocab_size: int, embedding_size: int = 16, **sizes) -> dict:
+    """ElectraModel (a discriminator): BERT's layers over embeddings of their own, narrower width, projected up by
+    embeddings_project; no pooler."""
+    cfg = bert_config(vocab_size, **sizes)
+    cfg.update({"model_type": "electra", "architectures": ["ElectraModel"], "embedding_size": embedding_size,
+                "summary_type": "first", "summary_use_proj": True, "summary_activation": "gelu"})
+    return cfg
+
+
+def mpnet_config(vocab_size: int, relative_attention_num_buckets: int = 32, **sizes) -> dict:
+    """MPNetModel: no token types, positions past the padding index, a relative position bias in attention."""
+    cfg = roberta_config(vocab_size, **sizes)
+    del cfg["type_vocab_size"]
+    cfg.update({"model_type": "mpnet", "architectures": ["MPNetModel"],
+                "relative_attention_num_buckets": relative_attention_num_buckets})
+    return cfg
+
+
+def random_electra_state_dict(cfg: dict, gen: torch.Generator, linear_std: float) -> Dict[str, torch.Tensor]:
+    sd = random_bert_state_dict(cfg, gen, pooler=False, linear_std=linear_std)
+    E, H = cfg["embedding_size"], cfg["hidden_size"]
+    sd["embeddings.word_embeddings.weight"] = _normal(gen, (cfg["vocab_size"], E), 0.02)
+    sd["embeddings.position_embeddings.weight"] = _normal(gen, (cfg["max_position_embeddings"], E), 0.02)
+    sd["embeddings.token_type_embeddings.weight"] = _normal(gen, (cfg["type_vocab_size"], E), 0.02)
+    _ln(gen, sd, "embeddings.LayerNorm", E)
+    _linear(gen, sd, "embeddings_project", H, E, linear_std)
+    return sd
+
+
+def random_mpnet_state_dict(cfg: dict, gen: torch.Generator, linear_std: float) -> Dict[str, torch.Tensor]:
+    H, I = cfg["hidden_size"], cfg["intermediate_size"]
+    sd: Dict[str, torch.Tensor] = {}
+    sd["embeddings.word_embeddings.weight"] = _normal(gen, (cfg["vocab_size"], H), 0.02)
+    sd["embeddings.position_embeddings.weight"] = _normal(gen, (cfg["max_position_embeddings"], H), 0.02)
+    _ln(gen, sd, "embeddings.LayerNorm", H)
+    for i in range(cfg["num_hidden_layers"]):
+        p = f"encoder.layer.{i}."
+        for n in ("q", "k", "v", "o"):
+            _linear(gen, sd, p + "attention.attn." + n, H, H, linear_std)
+        _ln(gen, sd, p + "attention.LayerNorm", H)
+        _linear(gen, sd, p + "intermediate.dense", I, H, linear_std)
+        _linear(gen, sd, p + "output.dense", H, I, linear_std)
+        _ln(gen, sd, p + "output.LayerNorm", H)
+    # Large enough that the bias moves attention visibly.
+    sd["encoder.relative_attention_bias.weight"] = _normal(gen, (cfg["relative_attention_num_buckets"],
+                                                                 cfg["num_attention_heads"]), 1.0)
+    _linear(gen, sd, "pooler.dense", H, H, linear_std)
+    return sd
+
+
+def relative_position_bucket(relative_position: torch.Tensor, num_buckets: int = 32,
+                             max_distance: int = 128) -> torch.Tensor:
+    """Hugging Face MPNetEncoder.relative_position_bucket."""
+    ret = 0
+    n = -relative_position
+    num_buckets //= 2
+    ret += (n < 0).to(torch.long) * num_buckets
+    n = torch.abs(n)
+    max_exact = num_buckets // 2
+    is_small = n < max_exact
+    val_if_large = max_exact + (
+        torch.log(n.float() / max_exact) / math.log(max_distance / max_exact) * (num_buckets - max_exact)
+    ).to(torch.long)
+    val_if_large = torch.min(val_if_large, torch.full_like(val_if_large, num_buckets - 1))
+    ret += torch.where(is_small, n, val_if_large)
+    return ret
+
+
+def mpnet_forward(sd: Dict[str, torch.Tensor], cfg: dict, input_ids: torch.Tensor,
+                  attention_mask: Optional[torch.Tensor] = None) -> Dict[str, torch.Tensor]:
+    """HF MPNetModel forward (eval): the position bias is computed once over the padded length and added to every
+    layer's scores before the mask."""
+    sd = _strip_prefix(sd, "mpnet.")
+    B, S = input_ids.shape
+    if attention_mask is None:
+        attention_mask = torch.ones(B, S, dtype=torch.long)
+    H, heads, eps = cfg["hidden_size"], cfg["num_attention_heads"], cfg["layer_norm_eps"]
+    hd = H // heads
+    x = F.embedding(input_ids, sd["embeddings.word_embeddings.weight"]) + \
+        F.embedding(position_ids(cfg, input_ids), sd["embeddings.position_embeddings.weight"])
+    x = F.layer_norm(x, (H,), sd["embeddings.LayerNorm.weight"], sd["embeddings.LayerNorm.bias"], eps)
+    context = torch.arange(S)[:, None]
+    memory = torch.arange(S)[None, :]
+    bucket = relative_position_bucket(memory - context, num_buckets=cfg["relative_attention_num_buckets"])
+    bias = F.embedding(bucket, sd["encoder.relative_attention_bias.weight"]).permute(2, 0, 1).unsqueeze(0)
+    ext = (1.0 - attention_mask.to(torch.float32))[:, None, None, :] * F32_MIN
+    for i in range(cfg["num_hidden_layers"]):
+        p = f"encoder.layer.{i}."
+        g = lambda n: sd[p + n]  # noqa: E731
+
+        def split(t):
+            return t.view(B, S, heads, hd).permute(0, 2, 1, 3)
+
+        q = split(F.linear(x, g("attention.attn.q.weight"), g("attention.attn.q.bias")))
+        k = split(F.linear(x, g("attention.attn.k.weight"), g("attention.attn.k.bias")))
+        v = split(F.linear(x, g("attention.attn.v.weight"), g("attention.attn.v.bias")))
+        scores = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(hd) + bias + ext
+        ctx = torch.matmul(torch.softmax(scores, dim=-1), v).permute(0, 2, 1, 3).contiguous().view(B, S, H)
+        o = F.linear(ctx, g("attention.attn.o.weight"), g("attention.attn.o.bias"))
+        x = F.layer_norm(o + x, (H,), g("attention.LayerNorm.weight"), g("attention.LayerNorm.bias"), eps)
+        h = activation(cfg["hidden_act"], F.linear(x, g("intermediate.dense.weight"), g("intermediate.dense.bias")))
+        o = F.linear(h, g("output.dense.weight"), g("output.dense.bias"))
+        x = F.layer_norm(o + x, (H,), g("output.LayerNorm.weight"), g("output.LayerNorm.bias"), eps)
+    out = {"last_hidden_state": x}
+    if "pooler.dense.weight" in sd:
+        out["pooler_output"] = torch.tanh(F.linear(x[:, 0], sd["pooler.dense.weight"], sd["pooler.dense.bias"]))
+    return out
 
 
 def position_ids(cfg: dict, input_ids: torch.Tensor) -> torch.Tensor:
@@ -254,7 +363,8 @@ def bert_forward(sd: Dict[str, torch.Tensor], cfg: dict, input_ids: torch.Tensor
                  token_type_ids: Optional[torch.Tensor] = None) -> Dict[str, torch.Tensor]:
     """HF BertModel / BertForQuestionAnswering forward on a (possibly 'bert.'-prefixed) state dict."""
     full = sd
-    sd = _strip_prefix(sd, "roberta." if cfg["model_type"] in ROBERTA_FAMILY else "bert.")
+    sd = _strip_prefix(sd, {"electra": "electra."}.get(cfg["model_type"],
+                                                     "roberta." if cfg["model_type"] in ROBERTA_FAMILY else "bert."))
     B, S = input_ids.shape
     if attention_mask is None:
         attention_mask = torch.ones(B, S, dtype=torch.long)
@@ -269,7 +379,10 @@ def bert_forward(sd: Dict[str, torch.Tensor], cfg: dict, input_ids: torch.Tensor
     x = (F.embedding(input_ids, sd["embeddings.word_embeddings.weight"])
          + F.embedding(token_type_ids, sd["embeddings.token_type_embeddings.weight"])
          + F.embedding(pos, sd["embeddings.position_embeddings.weight"]))
-    x = F.layer_norm(x, (H,), sd["embeddings.LayerNorm.weight"], sd["embeddings.LayerNorm.bias"], eps)
+    E = cfg.get("embedding_size", H)
+    x = F.layer_norm(x, (E,), sd["embeddings.LayerNorm.weight"], sd["embeddings.LayerNorm.bias"], eps)
+    if "embeddings_project.weight" in sd:  # ELECTRA
+        x = F.linear(x, sd["embeddings_project.weight"], sd["embeddings_project.bias"])
 
     for i in range(cfg["num_hidden_layers"]):
         p = f"encoder.layer.{i}."
@@ -336,6 +449,8 @@ def model_forward(sd, cfg, input_ids, attention_mask, token_type_ids) -> Dict[st
     """Dispatch on cfg["model_type"] and add the pooled outputs."""
     if cfg["model_type"] == "distilbert":
         out = distilbert_forward(sd, cfg, input_ids, attention_mask)
+    elif cfg["model_type"] == "mpnet":
+        out = mpnet_forward(sd, cfg, input_ids, attention_mask)
     else:
         out = bert_forward(sd, cfg, input_ids, attention_mask, token_type_ids)
     h = out["last_hidden_state"]
