@@ -36,7 +36,9 @@ jobs=$(nproc 2>/dev/null || echo 2)
 # (its stubs made by protoc and grpc_cpp_plugin); its tests drive it with
 # clients written by others: curl, nghttp (nghttp2-client), Python
 # websockets and grpcio (stubs from protoc's grpc_python_plugin), and
-# openssl to make their certificates.
+# openssl to make their certificates. The tokenizer tests compare with
+# Hugging Face's own tokenizers library, the npm package "tokenizers" (its
+# native binding), run by node; it is installed into BUILD_DIR/npm.
 components=${RAPIDQA_COMPONENTS:-all}
 case "$components" in core|all) ;; *) echo "RAPIDQA_COMPONENTS must be core or all, not '$components'" >&2; exit 2 ;; esac
 core_packages=(
@@ -48,6 +50,7 @@ core_packages=(
   catch2
   libwebsockets-dev libnghttp2-dev libgrpc++-dev protobuf-compiler protobuf-compiler-grpc
   curl openssl nghttp2-client python3-websockets python3-grpcio
+  nodejs npm
 )
 model_packages=(
   libtorch-dev libdnnl-dev ocl-icd-opencl-dev opencl-c-headers
@@ -77,6 +80,15 @@ fi
 if [ "$(id -u)" -eq 0 ] && ! id -u rapidqa-pg >/dev/null 2>&1; then
   echo "==> creating the unprivileged user rapidqa-pg for the PostgreSQL tests"
   useradd --system --no-create-home --shell /usr/sbin/nologin rapidqa-pg
+fi
+
+# The version the tokenizer parity tests were written against.
+tokenizers_npm=tokenizers@0.23.2
+if [ ! -f "$build_dir/npm/node_modules/tokenizers/package.json" ] ||
+   ! grep -q '"version": "0.23.2"' "$build_dir/npm/node_modules/tokenizers/package.json"; then
+  echo "==> installing $tokenizers_npm (npm) into $build_dir/npm for the tokenizer tests"
+  mkdir -p "$build_dir/npm"
+  npm install --no-audit --no-fund --silent --prefix "$build_dir/npm" "$tokenizers_npm"
 fi
 
 echo "==> configuring in $build_dir"

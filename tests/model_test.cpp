@@ -14,11 +14,13 @@
 
 #include "model/bf16_linear.h"
 #include "model/pooling.h"
+#include "model/checkpoint_files.h"
 #include "model/safetensors_file.h"
 #include "model/transformer_model.h"
 #include "rapidqa/qa_engine.h"
 #include "rapidqa/reader.h"
 #include "rapidqa/transformer_encoder.h"
+#include "text/byte_level_bpe.h"
 #include "text/wordpiece_tokenizer.h"
 
 namespace fs = std::filesystem;
@@ -27,6 +29,7 @@ using nlohmann::json;
 namespace {
 
 const std::string kModels = RAPIDQA_TINY_MODELS;
+const std::string kTokenizers = RAPIDQA_TOKENIZER_PARITY;
 
 const json& reference() {
   static const json r = [] {
@@ -237,6 +240,72 @@ TEST_CASE("sentence-transformers directories give the vectors their modules make
   REQUIRE(plain.is_ok());
   CHECK((*plain)->pooling() == "mean");
   CHECK((*plain)->prompt().empty());
+}
+
+// A RoBERTa-family directory as users have it: the network and its
+// byte-level BPE tokenizer.json (built by Hugging Face's library in the
+// tokenizer fixture), the embeddings sized to that vocabulary.
+std::string roberta_with_bpe(const std::string& tag, const std::string& network) {
+  auto tokenizer = rapidqa::text::ByteLevelBpeTokenizer::from_tokenizer_json(kTokenizers + "/roberta/tokenizer.json");
+  REQUIRE(tokenizer.is_ok());
+  const auto vocab = static_cast<std::int64_t>(tokenizer->vocab_size());
+  const fs::path dir = fs::temp_directory_path() / ("rapidqa-bpe-" + tag);
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  fs::copy_file(kTokenizers + "/roberta/tokenizer.json", dir / "tokenizer.json");
+  std::ifstream config_in(kModels + "/" + network + "/config.json");
+  json config = json::parse(config_in);
+  config["vocab_size"] = vocab;
+  std::ofstream(dir / "config.json") << config.dump(2);
+  auto weights = rapidqa::model::read_checkpoint_tensors(kModels + "/" + network);
+  REQUIRE(weights.is_ok());
+  std::map<std::string, at::Tensor> tensors;
+  for (const auto& [name, t] : weights->tensors) tensors[name] = t.to(at::kFloat).contiguous();
+  const std::string word = std::string(tensors.count("roberta.embeddings.word_embeddings.weight") ? "roberta." : "") +
+                           "embeddings.word_embeddings.weight";
+  at::manual_seed(7);
+  tensors[word] = at::randn({vocab, tensors.at(word).size(1)}) * 0.5;
+  REQUIRE(rapidqa::model::write_safetensors((dir / "model.safetensors").string(), tensors).is_ok());
+  return dir.string();
+}
+
+TEST_CASE("A RoBERTa directory with its byte-level BPE tokenizer.json encodes and answers", "[model][tokenizer]") {
+  rapidqa::TransformerEncoderOptions options;
+  options.model_dir = roberta_with_bpe("encoder", "roberta-tiny");
+  auto encoder = rapidqa::TransformerEncoder::load(options);
+  REQUIRE(encoder.is_ok());
+  // The ids are the library's, RoBERTa's specials around them.
+  std::ifstream expected(kTokenizers + "/roberta/expected.jsonl");
+  std::string line;
+  REQUIRE(std::getline(expected, line));
+  const json first = json::parse(line);
+  auto ids = (*encoder)->token_ids({first.at("text").get<std::string>()});
+  REQUIRE(ids.is_ok());
+  CHECK(ids->front() == first.at("ids").get<std::vector<std::int32_t>>());
+  rapidqa::EngineOptions engine_options;
+  engine_options.encoder = *encoder;
+  engine_options.min_answer_score = -1.0f;
+  auto engine = rapidqa::QAEngine::create(engine_options);
+  REQUIRE(engine.is_ok());
+  rapidqa::KnowledgeEntry shipping{"ship", "Where is my order?", {}, "It ships in 2 days.", "", {}, 0};
+  rapidqa::KnowledgeEntry password{"pw", "How do I reset my password?", {}, "Use the reset link.", "", {}, 0};
+  REQUIRE((*engine)->load_entries({shipping, password}).is_ok());
+  rapidqa::AskOptions fresh;
+  fresh.use_cache = false;
+  auto answer = (*engine)->ask("How do I reset my password?", fresh);
+  REQUIRE(answer.is_ok());
+  CHECK(answer->entry_id() == "pw");
+
+  // An XLM-R question-answering head cuts its span with the BPE offsets.
+  rapidqa::ExtractiveReaderOptions reader_options;
+  reader_options.model_dir = roberta_with_bpe("reader", "xlm-roberta-tiny-qa-sharded");
+  auto reader = rapidqa::ExtractiveReader::load(reader_options);
+  REQUIRE(reader.is_ok());
+  const std::string passage = "Your order shipped yesterday and will arrive soon. Track it in the app.";
+  auto spans = (*reader)->read("Where is my order?", {passage}, 3);
+  REQUIRE(spans.is_ok());
+  REQUIRE_FALSE(spans->empty());
+  for (const auto& span : *spans) CHECK(passage.substr(span.begin, span.end - span.begin) == span.text);
 }
 
 TEST_CASE("Malformed sentence-transformers files are refused with the file named", "[model][layout]") {

@@ -1,11 +1,12 @@
-// TransformerEncoder: the user's own BERT-family sentence encoder (BERT,
-// MiniLM, sentence-transformers BERT models, DistilBERT), loaded from a
-// Hugging Face model directory (config.json; model.safetensors,
-// pytorch_model.bin, either sharded, or a TorchScript .pt with Hugging Face
-// parameter names; vocab.txt or tokenizer.json) or a sentence-transformers
-// directory (modules.json: pooling, Dense and Normalize modules, prompts),
-// and run in-process on LibTorch and OpenBLAS. It
-// implements Encoder, so QAEngine retrieves and caches with it instead of
+// TransformerEncoder: the user's own transformer sentence encoder (BERT,
+// MiniLM, DistilBERT, RoBERTa, XLM-R, MPNet, ELECTRA; sentence-transformers
+// models of them), loaded from a Hugging Face model directory (config.json;
+// model.safetensors, pytorch_model.bin, either sharded, or a TorchScript .pt
+// with Hugging Face parameter names; vocab.txt or tokenizer.json: WordPiece
+// or byte-level BPE) or a sentence-transformers directory (modules.json:
+// pooling, Dense and Normalize modules, prompts), and run in-process on
+// LibTorch and OpenBLAS. It implements Encoder, so QAEngine retrieves and
+// caches with it instead of
 // the HashingEncoder.
 //
 // Model files are checked as they load: sizes in config.json are bounded,
@@ -95,9 +96,9 @@ class RAPIDQA_EXPORT TransformerEncoder final : public Encoder {
 
   std::size_t dimension() const override;
   std::string name() const override;
-  // Texts are tokenised by the model's own WordPiece vocabulary, sorted by
-  // length and run in buckets of similar length, so little work is spent on
-  // padding; results come back in input order.
+  // Texts are tokenised by the model's own tokenizer (WordPiece or byte-level
+  // BPE), sorted by length and run in buckets of similar length, so little
+  // work is spent on padding; results come back in input order.
   Status encode(const std::vector<std::string>& texts, std::vector<float>& out) const override;
   bool wants_normalized_text() const override { return false; }
   // The shape, pooling, options that change vectors, and a hash of every

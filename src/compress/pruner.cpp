@@ -444,7 +444,12 @@ Result<PruningReport> prune_model(const std::string& model_dir, const std::strin
     split_options.seed = train::training_split_seed(model_dir, options.seed);
     auto split = train::split_faq(kb->entries, split_options);
     if (!split) return split.status();
-    const std::shared_ptr<const text::WordPieceTokenizer> tokenizer = bundle->tokenizer;
+    // The trainer reads BERT's WordPiece only.
+    const auto tokenizer = std::dynamic_pointer_cast<const text::WordPieceTokenizer>(bundle->tokenizer);
+    if (!tokenizer) {
+      return Status::invalid_argument(
+          fmt::format("{}: the pruner fine-tunes with the trainer, which reads WordPiece vocabularies only", model_dir));
+    }
 
     PruningReport report;
     std::shared_ptr<TransformerModel> current = std::const_pointer_cast<TransformerModel>(bundle->model);

@@ -12,6 +12,8 @@
 #include "common/bounded_file.h"
 #include "common/bounded_json.h"
 #include "model/model_runtime.h"
+#include "text/byte_level_bpe.h"
+#include "text/wordpiece_tokenizer.h"
 
 namespace rapidqa::model {
 namespace fs = std::filesystem;
@@ -19,6 +21,7 @@ namespace {
 
 // tokenizer_config.json holds a few settings; real ones are a few kilobytes.
 constexpr std::size_t kMaxTokenizerConfigBytes = 16u << 20;
+constexpr std::size_t kMaxTokenizerJsonBytes = 128u << 20;
 
 // True unless tokenizer_config.json says do_lower_case false, or (without
 // it) the vocabulary holds cased words.
@@ -42,14 +45,11 @@ bool vocabulary_looks_uncased(const std::string& model_dir, const text::WordPiec
   return true;
 }
 
-}  // namespace
-
-Result<ModelBundle> load_model_bundle(const std::string& model_dir, int lower_case) {
-  use_single_threaded_libraries();
-  auto model = load_transformer(model_dir);
-  if (!model) return model.status();
-  const fs::path vocab = fs::path(model_dir) / "vocab.txt";
-  const fs::path tokenizer_json = fs::path(model_dir) / "tokenizer.json";
+// BERT's WordPiece: tokenizer.json when the case is not forced, vocab.txt
+// (with the case decided from tokenizer_config.json or the vocabulary)
+// otherwise or without one.
+Result<text::WordPieceTokenizer> load_wordpiece(const std::string& model_dir, const fs::path& tokenizer_json,
+                                                const fs::path& vocab, int lower_case) {
   // A tokenizer rapidqa does not read yet is named, so the refusal says
   // what the directory has rather than only what it lacks.
   std::string others;
@@ -58,7 +58,7 @@ Result<ModelBundle> load_model_bundle(const std::string& model_dir, int lower_ca
   }
   Result<text::WordPieceTokenizer> tokenizer = Status::not_found(fmt::format(
       "{}: no vocab.txt or tokenizer.json (a WordPiece vocabulary is needed){}", model_dir,
-      others.empty() ? "" : fmt::format("; it has {}, a BPE or Unigram tokenizer rapidqa does not read yet", others)));
+      others.empty() ? "" : fmt::format("; it has {}, a tokenizer rapidqa does not read yet", others)));
   if (fs::exists(tokenizer_json) && lower_case < 0) {
     tokenizer = text::WordPieceTokenizer::from_tokenizer_json(tokenizer_json.string());
   } else if (fs::exists(vocab)) {
@@ -74,15 +74,45 @@ Result<ModelBundle> load_model_bundle(const std::string& model_dir, int lower_ca
   } else if (fs::exists(tokenizer_json)) {
     tokenizer = text::WordPieceTokenizer::from_tokenizer_json(tokenizer_json.string());
   }
-  if (!tokenizer) return tokenizer.status();
+  return tokenizer;
+}
+
+}  // namespace
+
+Result<ModelBundle> load_model_bundle(const std::string& model_dir, int lower_case) {
+  use_single_threaded_libraries();
+  auto model = load_transformer(model_dir);
+  if (!model) return model.status();
+  const fs::path vocab = fs::path(model_dir) / "vocab.txt";
+  const fs::path tokenizer_json = fs::path(model_dir) / "tokenizer.json";
+  std::shared_ptr<const text::Tokenizer> tokenizer;
+  if (fs::exists(tokenizer_json)) {
+    // Its model decides the reader: byte-level BPE (RoBERTa, GPT-2) or WordPiece.
+    auto text = detail::read_file_bounded(tokenizer_json.string(), kMaxTokenizerJsonBytes, "tokenizer.json");
+    if (!text) return text.status();
+    if (text::ByteLevelBpeTokenizer::is_bpe_json(text.value())) {
+      if (lower_case >= 0) {
+        return Status::invalid_argument(
+            fmt::format("{}: lower_case applies to WordPiece vocabularies, not to a BPE tokenizer.json", model_dir));
+      }
+      auto bpe = text::ByteLevelBpeTokenizer::from_json_text(text.value(),
+                                                             fmt::format("tokenizer.json '{}'", tokenizer_json.string()));
+      if (!bpe) return bpe.status();
+      tokenizer = std::make_shared<const text::ByteLevelBpeTokenizer>(std::move(bpe).value());
+    }
+  }
+  if (!tokenizer) {
+    auto wordpiece = load_wordpiece(model_dir, tokenizer_json, vocab, lower_case);
+    if (!wordpiece) return wordpiece.status();
+    tokenizer = std::make_shared<const text::WordPieceTokenizer>(std::move(wordpiece).value());
+  }
   const auto vocab_size = static_cast<std::int64_t>(tokenizer->vocab_size());
   if (vocab_size > (*model)->config.vocab_size) {
     return Status::invalid_argument(fmt::format(
         "{}: the tokenizer has {} tokens but the model's embeddings only {} (config vocab_size)", model_dir,
         vocab_size, (*model)->config.vocab_size));
   }
-  return ModelBundle{std::move(model).value(),
-                     std::make_shared<const text::WordPieceTokenizer>(std::move(tokenizer).value())};
+  return ModelBundle{std::move(model).value(), std::move(tokenizer)};
 }
 
 ModelInputs make_batch(const std::vector<const text::TokenizedText*>& texts, std::int32_t pad_id) {

@@ -10,13 +10,15 @@
 
 #include "model/transformer_model.h"
 #include "rapidqa/status.h"
-#include "text/wordpiece_tokenizer.h"
+#include "text/tokenizer.h"
 
 namespace rapidqa::model {
 
 struct ModelBundle {
   std::shared_ptr<const TransformerModel> model;
-  std::shared_ptr<const text::WordPieceTokenizer> tokenizer;
+  // WordPiece (vocab.txt, or a WordPiece tokenizer.json) or byte-level BPE
+  // (a BPE tokenizer.json).
+  std::shared_ptr<const text::Tokenizer> tokenizer;
 
   // The longest input the model can take, no more than `wanted` tokens.
   std::size_t usable_sequence_length(std::size_t wanted) const {
@@ -24,8 +26,9 @@ struct ModelBundle {
   }
 };
 
-// lower_case: -1 decides from tokenizer.json, tokenizer_config.json, or the
-// vocabulary itself (uncased when no ordinary token has an upper-case letter).
+// lower_case (WordPiece only): -1 decides from tokenizer.json,
+// tokenizer_config.json, or the vocabulary itself (uncased when no ordinary
+// token has an upper-case letter).
 Result<ModelBundle> load_model_bundle(const std::string& model_dir, int lower_case);
 
 // Pads the given tokenised texts to the longest of them ([PAD] ids, mask 0).

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "rapidqa/status.h"
+#include "text/tokenizer.h"
 
 namespace rapidqa::text {
 
@@ -36,16 +37,6 @@ struct WordPieceOptions {
   std::string mask_token = "[MASK]";     // optional; kept whole in input text when in the vocabulary
 };
 
-// Model inputs for one sequence or a pair. No padding: batching pads later.
-struct TokenizedText {
-  std::vector<std::int32_t> input_ids;
-  std::vector<std::int32_t> token_type_ids;   // 0 for [CLS], the first text and its [SEP]; 1 for the rest
-  std::vector<std::int32_t> attention_mask;   // all 1
-  std::vector<std::pair<std::size_t, std::size_t>> offsets;  // [begin,end) bytes of the token's own text; (0,0) for specials
-  std::vector<std::int8_t> sequence_ids;      // 0 or 1: which text the token came from; -1 for specials
-  std::size_t truncated_tokens = 0;           // text tokens dropped to fit max_length (0: nothing lost)
-};
-
 // One word piece of a text and where it came from.
 struct WordPiece {
   std::int32_t id = 0;
@@ -53,7 +44,7 @@ struct WordPiece {
   std::size_t end = 0;    // one past the last byte; a word that became unk covers the whole word
 };
 
-class WordPieceTokenizer {
+class WordPieceTokenizer final : public Tokenizer {
  public:
   // vocab.txt as BERT ships it: one token per line, the line number (from 0)
   // is the id. Lines end in \n, \r\n or \r (as Python's text mode reads them).
@@ -98,21 +89,21 @@ class WordPieceTokenizer {
   // [CLS] text [SEP], the text cut from the end to fit max_length (which
   // counts the two specials). Errors: kInvalidArgument for invalid UTF-8
   // (byte offset named) or max_length < 2.
-  Result<TokenizedText> encode(std::string_view text, std::size_t max_length) const;
+  Result<TokenizedText> encode(std::string_view text, std::size_t max_length) const override;
 
   // [CLS] first [SEP] second [SEP]. Over max_length (specials included), one
   // token at a time is dropped from the end of the longer text, from the
   // second on a tie (HF's longest_first). Errors: kInvalidArgument for
   // invalid UTF-8 (which text, byte offset) or max_length < 3.
   Result<TokenizedText> encode_pair(std::string_view first, std::string_view second,
-                                    std::size_t max_length) const;
+                                    std::size_t max_length) const override;
 
-  std::int32_t token_to_id(std::string_view token) const;  // -1 when absent
+  std::int32_t token_to_id(std::string_view token) const override;  // -1 when absent
   // The token of id; unk_token for an id outside the vocabulary (as HF).
   // The reference lives as long as the tokenizer.
-  const std::string& id_to_token(std::int32_t id) const;
-  std::size_t vocab_size() const { return id_to_token_.size(); }
-  std::int32_t pad_id() const { return pad_id_; }
+  const std::string& id_to_token(std::int32_t id) const override;
+  std::size_t vocab_size() const override { return id_to_token_.size(); }
+  std::int32_t pad_id() const override { return pad_id_; }
   std::int32_t cls_id() const { return cls_id_; }
   std::int32_t sep_id() const { return sep_id_; }
   std::int32_t unk_id() const { return unk_id_; }

@@ -1,0 +1,610 @@
+#include "text/byte_level_bpe.h"
+
+#include <utf8proc.h>
+
+#include <algorithm>
+#include <limits>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "common/bounded_file.h"
+#include "common/bounded_json.h"
+#include "text/utf8.h"
+
+namespace rapidqa::text {
+namespace {
+
+using Json = nlohmann::json;
+
+constexpr std::size_t kMaxTokenizerJsonBytes = 128u << 20;
+constexpr std::int32_t kSpaceSymbol = 0x120;  // 'Ġ': the byte-level symbol of ' '
+
+// GPT-2's map of bytes to printable code points: printable Latin-1 bytes
+// stand for themselves, the others for 256 and up, in byte order.
+std::int32_t byte_symbol(unsigned char b) {
+  static const auto table = [] {
+    std::vector<std::int32_t> t(256, -1);
+    for (int c = '!'; c <= '~'; ++c) t[static_cast<std::size_t>(c)] = c;
+    for (int c = 0xA1; c <= 0xAC; ++c) t[static_cast<std::size_t>(c)] = c;
+    for (int c = 0xAE; c <= 0xFF; ++c) t[static_cast<std::size_t>(c)] = c;
+    std::int32_t next = 256;
+    for (std::size_t b = 0; b < 256; ++b) {
+      if (t[b] < 0) t[b] = next++;
+    }
+    return t;
+  }();
+  return table[b];
+}
+
+// Unicode White_Space, as Rust's char::is_whitespace and the regex's \s.
+bool is_white_space(std::int32_t c) {
+  return (c >= 0x09 && c <= 0x0D) || c == 0x20 || c == 0x85 || c == 0xA0 || c == 0x1680 ||
+         (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F || c == 0x3000;
+}
+
+bool is_letter(std::int32_t c) {
+  switch (utf8proc_category(c)) {
+    case UTF8PROC_CATEGORY_LU: case UTF8PROC_CATEGORY_LL: case UTF8PROC_CATEGORY_LT:
+    case UTF8PROC_CATEGORY_LM: case UTF8PROC_CATEGORY_LO:
+      return true;
+    default:
+      return false;
+  }
+}
+
+bool is_number(std::int32_t c) {
+  switch (utf8proc_category(c)) {
+    case UTF8PROC_CATEGORY_ND: case UTF8PROC_CATEGORY_NL: case UTF8PROC_CATEGORY_NO:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// One character of a piece and the original bytes it stands for.
+struct Char {
+  std::int32_t code_point;
+  std::size_t begin, end;  // in the original text
+  std::size_t utf8_begin, utf8_end;  // its own UTF-8 bytes: in the original text, or in " " when prepended
+};
+
+// GPT-2's pre-tokenizing split of chars [0, n):
+//   's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
+// The first alternative that matches at a position wins, as in the regex.
+std::vector<std::pair<std::size_t, std::size_t>> gpt2_split(const std::vector<Char>& chars) {
+  std::vector<std::pair<std::size_t, std::size_t>> out;
+  const std::size_t n = chars.size();
+  auto cp = [&](std::size_t i) { return chars[i].code_point; };
+  auto other = [&](std::int32_t c) { return !is_white_space(c) && !is_letter(c) && !is_number(c); };
+  std::size_t i = 0;
+  while (i < n) {
+    std::size_t end = i;
+    if (cp(i) == '\'' && i + 1 < n) {
+      const std::int32_t a = cp(i + 1), b = i + 2 < n ? cp(i + 2) : 0;
+      if (a == 's' || a == 't' || a == 'm' || a == 'd') {
+        end = i + 2;
+      } else if ((a == 'r' && b == 'e') || (a == 'v' && b == 'e') || (a == 'l' && b == 'l')) {
+        end = i + 3;
+      }
+    }
+    if (end == i) {
+      for (auto klass : {+[](std::int32_t c) { return is_letter(c); }, +[](std::int32_t c) { return is_number(c); }}) {
+        std::size_t j = i + (cp(i) == ' ' && i + 1 < n && klass(cp(i + 1)) ? 1 : 0);
+        if (j < n && klass(cp(j))) {
+          while (j < n && klass(cp(j))) ++j;
+          end = j;
+          break;
+        }
+      }
+    }
+    if (end == i) {
+      std::size_t j = i + (cp(i) == ' ' && i + 1 < n && other(cp(i + 1)) ? 1 : 0);
+      if (j < n && other(cp(j))) {
+        while (j < n && other(cp(j))) ++j;
+        end = j;
+      }
+    }
+    if (end == i && is_white_space(cp(i))) {
+      std::size_t j = i;
+      while (j < n && is_white_space(cp(j))) ++j;
+      // \s+(?!\S): all of the run at the end; before a non-space, all but
+      // its last character, which then opens the next word (" ?\p{L}+").
+      end = j == n || j - i < 2 ? j : j - 1;
+    }
+    if (end == i) end = i + 1;  // unreachable: every character is one of the classes
+    out.emplace_back(i, end);
+    i = end;
+  }
+  return out;
+}
+
+std::uint64_t pair_key(std::int32_t a, std::int32_t b) {
+  return (static_cast<std::uint64_t>(static_cast<std::uint32_t>(a)) << 32) | static_cast<std::uint32_t>(b);
+}
+
+Status field_error(const std::string& field, const std::string& what) {
+  return Status::invalid_argument(fmt::format("field '{}': {}", field, what));
+}
+
+// A boolean option that must hold `expected` (or be absent / null).
+Status require_flag(const Json& j, const char* field, const std::string& where, bool expected) {
+  const auto it = j.find(field);
+  if (it == j.end() || it->is_null()) return Status::ok();
+  if (!it->is_boolean() || it->get<bool>() != expected) {
+    return field_error(where + "." + field, fmt::format("only {} is supported", expected ? "true" : "false"));
+  }
+  return Status::ok();
+}
+
+bool flag(const Json& j, const char* field, bool fallback) {
+  const auto it = j.find(field);
+  return it != j.end() && it->is_boolean() ? it->get<bool>() : fallback;
+}
+
+}  // namespace
+
+bool ByteLevelBpeTokenizer::is_bpe_json(std::string_view json) {
+  auto parsed = detail::parse_json_bounded(json);
+  if (!parsed || !parsed->is_object()) return false;
+  const auto model = parsed->find("model");
+  return model != parsed->end() && model->is_object() && model->value("type", "") == "BPE";
+}
+
+Result<ByteLevelBpeTokenizer> ByteLevelBpeTokenizer::from_tokenizer_json(const std::string& path) {
+  auto text = detail::read_file_bounded(path, kMaxTokenizerJsonBytes, "tokenizer.json");
+  if (!text) return text.status();
+  return from_json_text(text.value(), fmt::format("tokenizer.json '{}'", path));
+}
+
+Result<ByteLevelBpeTokenizer> ByteLevelBpeTokenizer::from_json_text(std::string_view json, const std::string& source) {
+  auto fail = [&](const Status& s) { return Status::invalid_argument(fmt::format("{}: {}", source, s.message())); };
+  auto parsed = detail::parse_json_bounded(json);
+  if (!parsed) return fail(parsed.status());
+  const Json& root = parsed.value();
+  if (!root.is_object()) return fail(Status::invalid_argument("not a JSON object"));
+  ByteLevelBpeTokenizer t;
+
+  // model
+  const auto model = root.find("model");
+  if (model == root.end() || !model->is_object() || model->value("type", "") != "BPE") {
+    return fail(field_error("model.type", "expected \"BPE\""));
+  }
+  for (const char* unsupported : {"continuing_subword_prefix", "end_of_word_suffix"}) {
+    const auto it = model->find(unsupported);
+    if (it != model->end() && !it->is_null() && !(it->is_string() && it->get<std::string>().empty())) {
+      return fail(field_error(std::string("model.") + unsupported, "not supported for byte-level BPE"));
+    }
+  }
+  if (Status s = require_flag(*model, "byte_fallback", "model", false); !s.is_ok()) return fail(s);
+  if (const auto dropout = model->find("dropout"); dropout != model->end() && !dropout->is_null()) {
+    return fail(field_error("model.dropout", "only null (no dropout at inference) is supported"));
+  }
+  t.fuse_unk_ = flag(*model, "fuse_unk", false);
+  t.ignore_merges_ = flag(*model, "ignore_merges", false);
+  const auto vocab = model->find("vocab");
+  if (vocab == model->end() || !vocab->is_object() || vocab->empty()) {
+    return fail(field_error("model.vocab", "expected an object of token -> id"));
+  }
+  if (vocab->size() > static_cast<std::size_t>(std::numeric_limits<std::int32_t>::max() / 2)) {
+    return fail(field_error("model.vocab", "too large"));
+  }
+  std::vector<std::string> by_id(vocab->size());
+  std::vector<bool> taken(vocab->size(), false);
+  for (const auto& [token, id] : vocab->items()) {
+    if (!id.is_number_integer() || id.get<std::int64_t>() < 0 ||
+        id.get<std::int64_t>() >= static_cast<std::int64_t>(vocab->size()) ||
+        taken[static_cast<std::size_t>(id.get<std::int64_t>())]) {
+      return fail(field_error("model.vocab", fmt::format("token '{}' has an id that is not one of 0..{} once",
+                                                         detail::clip_for_message(token), vocab->size() - 1)));
+    }
+    const auto index = static_cast<std::size_t>(id.get<std::int64_t>());
+    taken[index] = true;
+    by_id[index] = token;
+    t.token_to_id_.emplace(token, static_cast<std::int32_t>(index));
+  }
+  t.id_to_token_ = std::move(by_id);
+  const auto merges = model->find("merges");
+  if (merges == model->end() || !merges->is_array()) return fail(field_error("model.merges", "expected a list"));
+  std::int32_t rank = 0;
+  for (const Json& m : *merges) {
+    std::string left, right;
+    if (m.is_string()) {
+      const std::string line = m.get<std::string>();
+      const std::size_t space = line.find(' ');
+      if (space == std::string::npos || line.find(' ', space + 1) != std::string::npos) {
+        return fail(field_error("model.merges", fmt::format("'{}' is not two tokens", detail::clip_for_message(line))));
+      }
+      left = line.substr(0, space);
+      right = line.substr(space + 1);
+    } else if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string()) {
+      left = m[0].get<std::string>();
+      right = m[1].get<std::string>();
+    } else {
+      return fail(field_error("model.merges", "an entry is neither \"a b\" nor [\"a\", \"b\"]"));
+    }
+    const auto a = t.token_to_id_.find(left), b = t.token_to_id_.find(right),
+               merged = t.token_to_id_.find(left + right);
+    if (a == t.token_to_id_.end() || b == t.token_to_id_.end() || merged == t.token_to_id_.end()) {
+      return fail(field_error("model.merges", fmt::format("merge '{} {}' names a token outside the vocabulary",
+                                                          detail::clip_for_message(left),
+                                                          detail::clip_for_message(right))));
+    }
+    // A pair listed twice keeps its first (lowest) rank.
+    t.merges_.try_emplace(pair_key(a->second, b->second), rank, merged->second);
+    ++rank;
+  }
+  if (const auto unk = model->find("unk_token"); unk != model->end() && !unk->is_null()) {
+    if (!unk->is_string() || !t.token_to_id_.count(unk->get<std::string>())) {
+      return fail(field_error("model.unk_token", "not a token of the vocabulary"));
+    }
+    t.unk_id_ = t.token_to_id_.at(unk->get<std::string>());
+  }
+  t.byte_ids_.assign(256, -1);
+  for (std::size_t b = 0; b < 256; ++b) {
+    std::string symbol;
+    append_utf8(symbol, byte_symbol(static_cast<unsigned char>(b)));
+    if (const auto it = t.token_to_id_.find(symbol); it != t.token_to_id_.end()) t.byte_ids_[b] = it->second;
+  }
+
+  // normalizer
+  if (const auto n = root.find("normalizer"); n != root.end() && !n->is_null()) {
+    return fail(field_error("normalizer", fmt::format("'{}' is not supported with byte-level BPE (only null)",
+                                                      n->is_object() ? n->value("type", "?") : "?")));
+  }
+  // pre_tokenizer: ByteLevel, alone or as the only member of a Sequence
+  const auto pre = root.find("pre_tokenizer");
+  const Json* byte_level = nullptr;
+  if (pre != root.end() && pre->is_object()) {
+    if (pre->value("type", "") == "ByteLevel") {
+      byte_level = &*pre;
+    } else if (pre->value("type", "") == "Sequence") {
+      const auto members = pre->find("pretokenizers");
+      if (members != pre->end() && members->is_array() && members->size() == 1 && (*members)[0].is_object() &&
+          (*members)[0].value("type", "") == "ByteLevel") {
+        byte_level = &(*members)[0];
+      }
+    }
+  }
+  if (!byte_level) return fail(field_error("pre_tokenizer", "expected ByteLevel"));
+  t.add_prefix_space_ = flag(*byte_level, "add_prefix_space", false);
+  t.use_regex_ = flag(*byte_level, "use_regex", true);
+
+  // post_processor
+  if (const auto post = root.find("post_processor"); post != root.end() && !post->is_null()) {
+    const std::string type = post->is_object() ? post->value("type", "") : "";
+    if (type == "RobertaProcessing") {
+      t.post_ = PostProcessor::kRoberta;
+      auto special = [&](const char* field, std::int32_t& id) -> Status {
+        const auto it = post->find(field);
+        if (it == post->end() || !it->is_array() || it->size() != 2 || !(*it)[0].is_string() ||
+            !(*it)[1].is_number_integer()) {
+          return field_error(std::string("post_processor.") + field, "expected [token, id]");
+        }
+        id = (*it)[1].get<std::int32_t>();
+        return Status::ok();
+      };
+      if (Status s = special("cls", t.cls_id_); !s.is_ok()) return fail(s);
+      if (Status s = special("sep", t.sep_id_); !s.is_ok()) return fail(s);
+      t.trim_offsets_ = flag(*post, "trim_offsets", true);
+      t.post_add_prefix_space_ = flag(*post, "add_prefix_space", true);
+    } else if (type == "ByteLevel") {
+      t.post_ = PostProcessor::kByteLevel;
+      t.trim_offsets_ = flag(*post, "trim_offsets", true);
+      t.post_add_prefix_space_ = flag(*post, "add_prefix_space", true);
+    } else {
+      return fail(field_error("post_processor", fmt::format("'{}' is not supported (RobertaProcessing, ByteLevel, null)",
+                                                            detail::clip_for_message(type))));
+    }
+  }
+
+  // added tokens: ids beyond the model's vocabulary extend it.
+  if (const auto added = root.find("added_tokens"); added != root.end() && !added->is_null()) {
+    if (!added->is_array()) return fail(field_error("added_tokens", "expected a list"));
+    for (const Json& a : *added) {
+      if (!a.is_object() || !a.contains("id") || !a["id"].is_number_integer() || !a.contains("content") ||
+          !a["content"].is_string() || a["content"].get<std::string>().empty() || a["id"].get<std::int64_t>() < 0 ||
+          a["id"].get<std::int64_t>() > std::numeric_limits<std::int32_t>::max() / 2) {
+        return fail(field_error("added_tokens", "an entry needs an id and a non-empty content"));
+      }
+      if (flag(a, "single_word", false)) return fail(field_error("added_tokens.single_word", "only false is supported"));
+      AddedToken token;
+      token.content = a["content"].get<std::string>();
+      token.id = a["id"].get<std::int32_t>();
+      token.lstrip = flag(a, "lstrip", false);
+      token.rstrip = flag(a, "rstrip", false);
+      token.normalized = flag(a, "normalized", !flag(a, "special", false));
+      if (static_cast<std::size_t>(token.id) >= t.id_to_token_.size()) t.id_to_token_.resize(token.id + 1);
+      t.id_to_token_[static_cast<std::size_t>(token.id)] = token.content;
+      t.token_to_id_[token.content] = token.id;
+      t.added_.push_back(std::move(token));
+    }
+  }
+  if (t.post_ == PostProcessor::kRoberta) {
+    for (const std::int32_t id : {t.cls_id_, t.sep_id_}) {
+      if (id < 0 || static_cast<std::size_t>(id) >= t.id_to_token_.size()) {
+        return fail(field_error("post_processor", fmt::format("special id {} is outside the vocabulary", id)));
+      }
+    }
+  }
+  const auto padding = root.find("padding");
+  if (padding != root.end() && padding->is_object() && padding->contains("pad_id") &&
+      (*padding)["pad_id"].is_number_integer()) {
+    t.pad_id_ = (*padding)["pad_id"].get<std::int32_t>();
+  } else if (const auto pad = t.token_to_id_.find("<pad>"); pad != t.token_to_id_.end()) {
+    t.pad_id_ = pad->second;
+  }
+  return t;
+}
+
+std::int32_t ByteLevelBpeTokenizer::token_to_id(std::string_view token) const {
+  const auto it = token_to_id_.find(std::string(token));
+  return it == token_to_id_.end() ? -1 : it->second;
+}
+
+const std::string& ByteLevelBpeTokenizer::id_to_token(std::int32_t id) const {
+  if (id < 0 || static_cast<std::size_t>(id) >= id_to_token_.size()) {
+    return unk_id_ >= 0 ? id_to_token_[static_cast<std::size_t>(unk_id_)] : empty_;
+  }
+  return id_to_token_[static_cast<std::size_t>(id)];
+}
+
+// Cuts the added tokens of one pass (those matched on the raw text, or
+// those matched after normalization) out of [from, to): leftmost first,
+// the longest at a position; lstrip and rstrip take the white space beside
+// a match, never reaching back past the previous one. `rest` lists the
+// stretches left, in order, with an empty (stop, stop) where each token of
+// `out` sits among them.
+void ByteLevelBpeTokenizer::split_added(std::string_view text, std::size_t from, std::size_t to, bool normalized_pass,
+                                        std::vector<Piece>& out,
+                                        std::vector<std::pair<std::size_t, std::size_t>>& rest) const {
+  std::size_t start_offset = from;
+  for (std::size_t at = from; at < to;) {
+    const AddedToken* best = nullptr;
+    for (const AddedToken& a : added_) {
+      if (a.normalized != normalized_pass || a.content.size() > to - at) continue;
+      if (text.compare(at, a.content.size(), a.content) == 0 && (!best || a.content.size() > best->content.size())) {
+        best = &a;
+      }
+    }
+    if (!best) {
+      ++at;
+      continue;
+    }
+    std::size_t start = at, stop = at + best->content.size();
+    if (best->lstrip) {
+      std::size_t s = start;
+      while (s > start_offset) {
+        std::size_t back = s - 1;
+        while (back > start_offset && (static_cast<unsigned char>(text[back]) & 0xC0) == 0x80) --back;
+        std::size_t length = 0;
+        if (!is_white_space(decode_at(text, back, length))) break;
+        s = back;
+      }
+      start = s;
+    }
+    if (best->rstrip) {
+      while (stop < to) {
+        std::size_t length = 0;
+        if (!is_white_space(decode_at(text, stop, length))) break;
+        stop += length;
+      }
+    }
+    if (start_offset < start) rest.emplace_back(start_offset, start);
+    // The token's offsets are its own text: the white space it took is in
+    // no token at all, as the library reports it.
+    out.push_back({best->id, at, at + best->content.size()});
+    rest.emplace_back(stop, stop);  // marks where the added token sits among the rest
+    start_offset = stop;
+    at = stop;
+  }
+  if (start_offset < to) rest.emplace_back(start_offset, to);
+}
+
+void ByteLevelBpeTokenizer::bpe_word(const std::vector<std::int32_t>& symbols,
+                                     const std::vector<std::pair<std::size_t, std::size_t>>& spans,
+                                     std::vector<Piece>& out) const {
+  struct Symbol {
+    std::int32_t id;
+    std::size_t begin, end;
+  };
+  std::vector<Symbol> word;
+  for (std::size_t i = 0; i < symbols.size(); ++i) {
+    std::int32_t id = symbols[i];
+    if (id < 0) {
+      if (unk_id_ < 0) continue;  // a byte outside the vocabulary, and no unknown token: dropped
+      if (fuse_unk_ && !word.empty() && word.back().id == unk_id_) {
+        word.back().end = std::max(word.back().end, spans[i].second);
+        continue;
+      }
+      id = unk_id_;
+    }
+    word.push_back({id, spans[i].first, spans[i].second});
+  }
+  for (;;) {
+    std::int32_t best_rank = std::numeric_limits<std::int32_t>::max(), merged = -1;
+    std::size_t best = 0;
+    for (std::size_t i = 0; i + 1 < word.size(); ++i) {
+      const auto it = merges_.find(pair_key(word[i].id, word[i + 1].id));
+      if (it != merges_.end() && it->second.first < best_rank) {
+        best_rank = it->second.first;
+        merged = it->second.second;
+        best = i;
+      }
+    }
+    if (merged < 0) break;
+    word[best] = {merged, std::min(word[best].begin, word[best + 1].begin), std::max(word[best].end, word[best + 1].end)};
+    word.erase(word.begin() + static_cast<std::ptrdiff_t>(best) + 1);
+  }
+  for (const Symbol& s : word) out.push_back({s.id, s.begin, s.end});
+}
+
+void ByteLevelBpeTokenizer::bpe_piece(std::string_view text, std::size_t begin, std::size_t end,
+                                      std::vector<Piece>& out) const {
+  if (begin == end) return;
+  static constexpr std::string_view kSpace = " ";
+  std::vector<Char> chars;
+  for (std::size_t at = begin; at < end;) {
+    std::size_t length = 0;
+    const std::int32_t c = decode_at(text, at, length);
+    chars.push_back({c, at, at + length, at, at + length});
+    at += length;
+  }
+  bool prepended = false;
+  if (add_prefix_space_ && chars.front().code_point != ' ') {
+    // The space stands for the first character's bytes, as Hugging Face
+    // aligns a prepended character.
+    chars.insert(chars.begin(), Char{' ', chars.front().begin, chars.front().begin, 0, 1});
+    prepended = true;
+  }
+  std::vector<std::pair<std::size_t, std::size_t>> words;
+  if (use_regex_) {
+    words = gpt2_split(chars);
+  } else {
+    words.emplace_back(0, chars.size());
+  }
+  for (const auto& [first, last] : words) {
+    std::vector<std::int32_t> symbols;
+    std::vector<std::pair<std::size_t, std::size_t>> spans;
+    std::string whole;
+    for (std::size_t i = first; i < last; ++i) {
+      const Char& c = chars[i];
+      const std::string_view bytes = prepended && i == 0 ? kSpace : text.substr(c.utf8_begin, c.utf8_end - c.utf8_begin);
+      for (const char b : bytes) {
+        symbols.push_back(byte_ids_[static_cast<unsigned char>(b)]);
+        spans.emplace_back(c.begin, c.end);
+        append_utf8(whole, byte_symbol(static_cast<unsigned char>(b)));
+      }
+    }
+    if (ignore_merges_) {
+      if (const auto it = token_to_id_.find(whole); it != token_to_id_.end()) {
+        out.push_back({it->second, spans.front().first, spans.back().second});
+        continue;
+      }
+    }
+    bpe_word(symbols, spans, out);
+  }
+}
+
+Result<std::vector<ByteLevelBpeTokenizer::Piece>> ByteLevelBpeTokenizer::pieces(std::string_view text) const {
+  if (const std::size_t bad = find_invalid_utf8(text); bad != std::string_view::npos) {
+    return Status::invalid_argument(fmt::format("text is not valid UTF-8 at byte {}", bad));
+  }
+  // Added tokens matched on the raw text, then those matched after
+  // normalization (the same text here: there is no normalizer) in what is
+  // left; every other stretch goes through ByteLevel and BPE.
+  std::vector<Piece> specials;
+  std::vector<std::pair<std::size_t, std::size_t>> raw_rest;
+  split_added(text, 0, text.size(), /*normalized_pass=*/false, specials, raw_rest);
+  std::vector<Piece> out;
+  std::size_t next_special = 0;
+  for (const auto& [from, to] : raw_rest) {
+    if (from == to) {  // where an added token of the first pass sits
+      if (next_special < specials.size()) out.push_back(specials[next_special++]);
+      continue;
+    }
+    std::vector<Piece> second;
+    std::vector<std::pair<std::size_t, std::size_t>> rest;
+    split_added(text, from, to, /*normalized_pass=*/true, second, rest);
+    std::size_t next = 0;
+    for (const auto& [a, b] : rest) {
+      if (a == b) {
+        if (next < second.size()) out.push_back(second[next++]);
+        continue;
+      }
+      bpe_piece(text, a, b, out);
+    }
+  }
+  if (trim_offsets_) {
+    // Leading and trailing 'Ġ' of a token leave its offsets, except the
+    // space added before the first word (Hugging Face's process_offsets).
+    for (std::size_t i = 0; i < out.size(); ++i) {
+      Piece& p = out[i];
+      const std::string& token = id_to_token(p.id);
+      std::size_t leading = 0, trailing = 0;
+      std::vector<std::int32_t> cps;
+      for (std::size_t at = 0; at < token.size();) {
+        std::size_t length = 0;
+        cps.push_back(decode_at(token, at, length));
+        at += length;
+      }
+      auto spacey = [](std::int32_t c) { return c == kSpaceSymbol || is_white_space(c); };
+      while (leading < cps.size() && spacey(cps[leading])) ++leading;
+      while (trailing < cps.size() && spacey(cps[cps.size() - 1 - trailing])) ++trailing;
+      if (leading == 0 && trailing == 0) continue;
+      if (leading > 0 && (i == 0 || p.begin == 0) && post_add_prefix_space_ && leading == 1) leading = 0;
+      p.begin = std::min(p.begin + leading, p.end);
+      p.end = p.end >= trailing ? std::max(p.end - trailing, p.begin) : p.begin;
+    }
+  }
+  return out;
+}
+
+std::size_t ByteLevelBpeTokenizer::specials(bool pair) const {
+  return post_ == PostProcessor::kRoberta ? (pair ? 4 : 2) : 0;
+}
+
+TokenizedText ByteLevelBpeTokenizer::assemble(const std::vector<Piece>& first, const std::vector<Piece>* second,
+                                              std::size_t truncated) const {
+  TokenizedText t;
+  t.truncated_tokens = truncated;
+  auto special = [&](std::int32_t id) {
+    t.input_ids.push_back(id);
+    t.offsets.emplace_back(0, 0);
+    t.sequence_ids.push_back(-1);
+  };
+  auto text = [&](const std::vector<Piece>& pieces, std::int8_t sequence) {
+    for (const Piece& p : pieces) {
+      t.input_ids.push_back(p.id);
+      t.offsets.emplace_back(p.begin, p.end);
+      t.sequence_ids.push_back(sequence);
+    }
+  };
+  const bool roberta = post_ == PostProcessor::kRoberta;
+  if (roberta) special(cls_id_);
+  text(first, 0);
+  if (roberta) special(sep_id_);
+  if (second) {
+    if (roberta) special(sep_id_);
+    text(*second, 1);
+    if (roberta) special(sep_id_);
+  }
+  t.token_type_ids.assign(t.input_ids.size(), 0);
+  t.attention_mask.assign(t.input_ids.size(), 1);
+  return t;
+}
+
+Result<TokenizedText> ByteLevelBpeTokenizer::encode(std::string_view text, std::size_t max_length) const {
+  if (max_length < specials(false) + 1) {
+    return Status::invalid_argument(fmt::format("max_length {} leaves no room for a token", max_length));
+  }
+  auto p = pieces(text);
+  if (!p) return p.status();
+  const std::size_t room = max_length - specials(false);
+  std::size_t truncated = 0;
+  if (p->size() > room) {
+    truncated = p->size() - room;
+    p->resize(room);
+  }
+  return assemble(*p, nullptr, truncated);
+}
+
+Result<TokenizedText> ByteLevelBpeTokenizer::encode_pair(std::string_view first, std::string_view second,
+                                                         std::size_t max_length) const {
+  if (max_length < specials(true) + 2) {
+    return Status::invalid_argument(fmt::format("max_length {} leaves no room for a pair", max_length));
+  }
+  auto a = pieces(first);
+  if (!a) return Status::invalid_argument(fmt::format("first text: {}", a.status().message()));
+  auto b = pieces(second);
+  if (!b) return Status::invalid_argument(fmt::format("second text: {}", b.status().message()));
+  const std::size_t room = max_length - specials(true);
+  std::size_t truncated = 0;
+  while (a->size() + b->size() > room) {
+    (b->size() >= a->size() ? *b : *a).pop_back();
+    ++truncated;
+  }
+  return assemble(*a, &*b, truncated);
+}
+
+}  // namespace rapidqa::text

@@ -1,0 +1,97 @@
+// Byte-level BPE as RoBERTa, GPT-2 and their descendants tokenize, read
+// from a Hugging Face tokenizer.json, giving the ids and offsets Hugging
+// Face's tokenizers library gives:
+//
+//   added tokens    cut out of the text first, leftmost and longest, with
+//                   their lstrip / rstrip taking the white space beside them
+//   ByteLevel       a space put before each remaining piece (add_prefix_space),
+//                   GPT-2's split into words, numbers, other runs and spaces
+//                   (use_regex), every byte of UTF-8 then one symbol
+//   BPE             merges applied lowest rank first; ignore_merges
+//   post-processor  RobertaProcessing (<s> A </s>, </s></s> between a pair),
+//                   ByteLevel, or none, each trimming the spaces from offsets
+//                   when trim_offsets says so
+//
+// A tokenizer.json with any other normalizer, pre-tokenizer, model option or
+// post-processor is refused with the field named: a tokenizer that quietly
+// differs from the model's would give it text it never saw.
+//
+// Thread safety: immutable after construction; every method is const.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "rapidqa/status.h"
+#include "text/tokenizer.h"
+
+namespace rapidqa::text {
+
+class ByteLevelBpeTokenizer final : public Tokenizer {
+ public:
+  // kNotFound for a missing file; kInvalidArgument naming the field for
+  // anything malformed or outside what is described above, for a file over
+  // 128 MiB, JSON nested more than 64 deep or naming a key twice.
+  static Result<ByteLevelBpeTokenizer> from_tokenizer_json(const std::string& path);
+  static Result<ByteLevelBpeTokenizer> from_json_text(std::string_view json, const std::string& source);
+  // Whether a tokenizer.json's model is BPE (to pick the reader).
+  static bool is_bpe_json(std::string_view json);
+
+  struct Piece {
+    std::int32_t id = 0;
+    std::size_t begin = 0;  // bytes of the original text
+    std::size_t end = 0;
+  };
+  // The tokens of text without the post-processor's specials, offsets
+  // trimmed as the post-processor trims them. kInvalidArgument for invalid
+  // UTF-8, naming the byte offset.
+  Result<std::vector<Piece>> pieces(std::string_view text) const;
+
+  Result<TokenizedText> encode(std::string_view text, std::size_t max_length) const override;
+  Result<TokenizedText> encode_pair(std::string_view first, std::string_view second,
+                                    std::size_t max_length) const override;
+  std::size_t vocab_size() const override { return id_to_token_.size(); }
+  std::int32_t pad_id() const override { return pad_id_; }
+  std::int32_t token_to_id(std::string_view token) const override;
+  const std::string& id_to_token(std::int32_t id) const override;
+
+ private:
+  struct AddedToken {
+    std::string content;
+    std::int32_t id = 0;
+    bool lstrip = false, rstrip = false, normalized = true;
+  };
+  enum class PostProcessor { kNone, kRoberta, kByteLevel };
+
+  ByteLevelBpeTokenizer() = default;
+  void split_added(std::string_view text, std::size_t from, std::size_t to, bool normalized_pass,
+                   std::vector<Piece>& out, std::vector<std::pair<std::size_t, std::size_t>>& rest) const;
+  void bpe_piece(std::string_view text, std::size_t begin, std::size_t end, std::vector<Piece>& out) const;
+  void bpe_word(const std::vector<std::int32_t>& symbols, const std::vector<std::pair<std::size_t, std::size_t>>& spans,
+                std::vector<Piece>& out) const;
+  std::size_t specials(bool pair) const;
+  TokenizedText assemble(const std::vector<Piece>& first, const std::vector<Piece>* second, std::size_t truncated) const;
+
+  std::vector<std::string> id_to_token_;
+  std::unordered_map<std::string, std::int32_t> token_to_id_;
+  std::unordered_map<std::uint64_t, std::pair<std::int32_t, std::int32_t>> merges_;  // (left, right) -> (rank, merged)
+  std::vector<std::int32_t> byte_ids_;  // byte -> id of its byte-level symbol, -1 when not in the vocabulary
+  std::vector<AddedToken> added_;
+  std::int32_t unk_id_ = -1;
+  bool fuse_unk_ = false;
+  bool ignore_merges_ = false;
+  bool add_prefix_space_ = false;
+  bool use_regex_ = true;
+  PostProcessor post_ = PostProcessor::kNone;
+  bool trim_offsets_ = false;
+  bool post_add_prefix_space_ = false;  // the post-processor's own add_prefix_space (trimming)
+  std::int32_t cls_id_ = -1, sep_id_ = -1;
+  std::int32_t pad_id_ = 0;
+  std::string empty_;
+};
+
+}  // namespace rapidqa::text

@@ -1,0 +1,128 @@
+// rapidqa's byte-level BPE against Hugging Face's tokenizers library: the
+// fixture (tests/reference/tokenizer_parity.js, run under node with the
+// npm package "tokenizers") builds the tokenizers and writes what the
+// library makes of every FAQ text and 100,000 random and adversarial
+// strings; every one must give the same ids and the same offsets here.
+#include <catch2/catch.hpp>
+
+#include <fstream>
+#include <functional>
+#include <sstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "text/byte_level_bpe.h"
+
+namespace {
+
+const std::string kParity = RAPIDQA_TOKENIZER_PARITY;
+
+// Byte offsets into text as code point offsets, as the library reports them.
+std::size_t code_points_before(const std::string& text, std::size_t byte) {
+  std::size_t count = 0;
+  for (std::size_t i = 0; i < byte && i < text.size(); ++i) {
+    if ((static_cast<unsigned char>(text[i]) & 0xC0) != 0x80) ++count;
+  }
+  return count;
+}
+
+void check_parity(const std::string& name) {
+  auto tokenizer = rapidqa::text::ByteLevelBpeTokenizer::from_tokenizer_json(kParity + "/" + name + "/tokenizer.json");
+  REQUIRE(tokenizer.is_ok());
+  std::ifstream in(kParity + "/" + name + "/expected.jsonl");
+  REQUIRE(in);
+  std::size_t lines = 0, id_differences = 0, offset_differences = 0;
+  std::ostringstream first;
+  for (std::string line; std::getline(in, line); ++lines) {
+    const auto expected = nlohmann::json::parse(line);
+    const std::string text = expected.at("text");
+    auto encoded = tokenizer->encode(text, 1u << 20);
+    REQUIRE(encoded.is_ok());
+    const auto ids = expected.at("ids").get<std::vector<std::int32_t>>();
+    std::vector<std::vector<std::size_t>> offsets;
+    for (const auto& [begin, end] : encoded->offsets) {
+      offsets.push_back({code_points_before(text, begin), code_points_before(text, end)});
+    }
+    const bool same_ids = encoded->input_ids == ids;
+    const bool same_offsets = offsets == expected.at("offsets").get<std::vector<std::vector<std::size_t>>>();
+    id_differences += !same_ids;
+    offset_differences += same_ids && !same_offsets;
+    if ((!same_ids || !same_offsets) && id_differences + offset_differences <= 5) {
+      first << "text " << nlohmann::json(text).dump() << "\n  library ids " << nlohmann::json(ids).dump()
+            << "\n  rapidqa ids " << nlohmann::json(encoded->input_ids).dump() << "\n  library offsets "
+            << expected.at("offsets").dump() << "\n  rapidqa offsets " << nlohmann::json(offsets).dump() << "\n";
+    }
+  }
+  INFO(name << ": " << lines << " texts; the first differences:\n" << first.str());
+  CHECK(lines > 100000);
+  CHECK(id_differences == 0);
+  CHECK(offset_differences == 0);
+}
+
+}  // namespace
+
+TEST_CASE("Byte-level BPE as RoBERTa tokenizes gives the library's ids and offsets", "[tokenizer][parity]") {
+  check_parity("roberta");
+}
+
+TEST_CASE("Byte-level BPE with a prefix space as GPT-2 tokenizes gives the library's ids and offsets",
+          "[tokenizer][parity]") {
+  check_parity("gpt2");
+}
+
+TEST_CASE("A byte-level BPE tokenizer.json outside what is read is refused with the field named", "[tokenizer]") {
+  using rapidqa::text::ByteLevelBpeTokenizer;
+  std::ifstream in(kParity + "/roberta/tokenizer.json");
+  const nlohmann::json good = nlohmann::json::parse(in);
+  REQUIRE(ByteLevelBpeTokenizer::from_json_text(good.dump(), "good").is_ok());
+  const struct {
+    const char* name;
+    std::function<void(nlohmann::json&)> edit;
+    const char* message;
+  } cases[] = {
+      {"WordPiece model", [](auto& j) { j["model"]["type"] = "WordPiece"; }, "field 'model.type': expected \"BPE\""},
+      {"a normalizer", [](auto& j) { j["normalizer"] = {{"type", "NFKC"}}; }, "'NFKC' is not supported"},
+      {"another pre-tokenizer", [](auto& j) { j["pre_tokenizer"] = {{"type", "Whitespace"}}; },
+       "field 'pre_tokenizer': expected ByteLevel"},
+      {"dropout", [](auto& j) { j["model"]["dropout"] = 0.1; }, "field 'model.dropout'"},
+      {"byte fallback", [](auto& j) { j["model"]["byte_fallback"] = true; }, "field 'model.byte_fallback'"},
+      {"a merge of unknown tokens", [](auto& j) { j["model"]["merges"].push_back("zzqx qxzz"); },
+       "merge 'zzqx qxzz' names a token outside the vocabulary"},
+      {"a merge of three", [](auto& j) { j["model"]["merges"].push_back("a b c"); }, "'a b c' is not two tokens"},
+      {"an id twice", [](auto& j) { j["model"]["vocab"]["<s>"] = 1; }, "has an id that is not one of"},
+      {"single-word added token", [](auto& j) { j["added_tokens"][0]["single_word"] = true; },
+       "field 'added_tokens.single_word'"},
+      {"template post-processor", [](auto& j) { j["post_processor"] = {{"type", "TemplateProcessing"}}; },
+       "'TemplateProcessing' is not supported"},
+      {"special outside the vocabulary", [](auto& j) { j["post_processor"]["cls"] = {"<s>", 1 << 20}; },
+       "special id 1048576 is outside the vocabulary"},
+  };
+  for (const auto& c : cases) {
+    INFO(c.name);
+    nlohmann::json bad = good;
+    c.edit(bad);
+    auto refused = ByteLevelBpeTokenizer::from_json_text(bad.dump(), "tokenizer.json 'x'");
+    REQUIRE_FALSE(refused.is_ok());
+    CHECK(refused.status().code() == rapidqa::StatusCode::kInvalidArgument);
+    CHECK(refused.status().message().find(c.message) != std::string::npos);
+  }
+  CHECK_FALSE(ByteLevelBpeTokenizer::from_json_text("{", "x").is_ok());
+  CHECK_FALSE(ByteLevelBpeTokenizer::from_json_text("[]", "x").is_ok());
+  // Invalid UTF-8 in a text is named, not tokenized.
+  auto tokenizer = ByteLevelBpeTokenizer::from_json_text(good.dump(), "good");
+  auto bad_text = tokenizer->encode(std::string("ok \xff"), 64);
+  REQUIRE_FALSE(bad_text.is_ok());
+  CHECK(bad_text.status().message().find("byte 3") != std::string::npos);
+  // Truncation keeps the specials; a pair drops from the longer text first.
+  auto cut = tokenizer->encode("how do i reset my password please tell me now", 5);
+  REQUIRE(cut.is_ok());
+  CHECK(cut->input_ids.size() == 5);
+  CHECK(cut->input_ids.front() == tokenizer->token_to_id("<s>"));
+  CHECK(cut->input_ids.back() == tokenizer->token_to_id("</s>"));
+  CHECK(cut->truncated_tokens > 0);
+  auto pair = tokenizer->encode_pair("where is my order", "it shipped yesterday and will arrive soon", 12);
+  REQUIRE(pair.is_ok());
+  CHECK(pair->input_ids.size() == 12);
+  CHECK(pair->sequence_ids.front() == -1);
+}
