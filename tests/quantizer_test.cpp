@@ -72,6 +72,24 @@ void check_params(const rapidqa::model::QuantParams& p, const nlohmann::json& ex
   CHECK(p.zero_point == expected.at("zero_point").get<int>());
 }
 
+// Whether an engine over `encoder` with two entries answers the password
+// question with the password entry (caches off, so the encoder decides).
+bool password_entry_answered(std::shared_ptr<rapidqa::Encoder> encoder) {
+  rapidqa::EngineOptions engine_options;
+  engine_options.encoder = std::move(encoder);
+  engine_options.min_answer_score = -1.0f;
+  auto engine = rapidqa::QAEngine::create(engine_options);
+  REQUIRE(engine.is_ok());
+  rapidqa::KnowledgeEntry shipping{"ship", "where is my order", {}, "It ships in 2 days.", "", {}, 0};
+  rapidqa::KnowledgeEntry password{"pw", "how do i reset my password", {}, "Use the reset link.", "", {}, 0};
+  REQUIRE((*engine)->load_entries({shipping, password}).is_ok());
+  rapidqa::AskOptions fresh;
+  fresh.use_cache = false;
+  auto answer = (*engine)->ask("how do i reset my password", fresh);
+  REQUIRE(answer.is_ok());
+  return answer->entry_id() == "pw";
+}
+
 fs::path scratch(const std::string& name) {
   const fs::path dir = fs::temp_directory_path() / ("rapidqa-quantizer-test-" + name);
   fs::remove_all(dir);
@@ -311,19 +329,7 @@ TEST_CASE("A quantized model saves, loads and answers like the in-memory one", "
   CHECK_FALSE(fs::exists(scratch("none") / "model.safetensors"));
 
   // The engine answers with it.
-  rapidqa::EngineOptions engine_options;
-  engine_options.encoder = int8;
-  engine_options.min_answer_score = -1.0f;
-  auto engine = rapidqa::QAEngine::create(engine_options);
-  REQUIRE(engine.is_ok());
-  rapidqa::KnowledgeEntry shipping{"ship", "where is my order", {}, "It ships in 2 days.", "", {}, 0};
-  rapidqa::KnowledgeEntry password{"pw", "how do i reset my password", {}, "Use the reset link.", "", {}, 0};
-  REQUIRE((*engine)->load_entries({shipping, password}).is_ok());
-  rapidqa::AskOptions fresh;
-  fresh.use_cache = false;
-  auto answer = (*engine)->ask("how do i reset my password", fresh);
-  REQUIRE(answer.is_ok());
-  CHECK(answer->entry_id() == "pw");
+  CHECK(password_entry_answered(int8));
 }
 
 TEST_CASE("Auto mode keeps FP32 where INT8 loses more than the budget", "[quantizer]") {
@@ -382,19 +388,7 @@ TEST_CASE("Every model family quantizes and answers through the engine and the r
     CHECK(((va * vb).sum(1) > 0.98).all().item<bool>());
 
     // The engine answers with the quantized encoder.
-    rapidqa::EngineOptions engine_options;
-    engine_options.encoder = *int8;
-    engine_options.min_answer_score = -1.0f;
-    auto engine = rapidqa::QAEngine::create(engine_options);
-    REQUIRE(engine.is_ok());
-    rapidqa::KnowledgeEntry shipping{"ship", "where is my order", {}, "It ships in 2 days.", "", {}, 0};
-    rapidqa::KnowledgeEntry password{"pw", "how do i reset my password", {}, "Use the reset link.", "", {}, 0};
-    REQUIRE((*engine)->load_entries({shipping, password}).is_ok());
-    rapidqa::AskOptions fresh;
-    fresh.use_cache = false;
-    auto answer = (*engine)->ask("how do i reset my password", fresh);
-    REQUIRE(answer.is_ok());
-    CHECK(answer->entry_id() == "pw");
+    CHECK(password_entry_answered(*int8));
   }
   // The pruner fine-tunes with the trainer, which runs BERT only: the other
   // families are refused before any work, with the reason.

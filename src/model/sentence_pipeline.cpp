@@ -184,14 +184,23 @@ Result<DenseStage> read_dense(const fs::path& dir) {
   return stage;
 }
 
+// An optional settings file: its object (nullopt when absent), recorded
+// among the files that change the vectors.
+Result<std::optional<json>> read_settings(const fs::path& file, SentencePipeline& pipeline) {
+  auto config = read_object(file);
+  if (!config) return config.status();
+  if (!config->has_value()) return config;
+  if (!(*config)->is_object()) return Status::invalid_argument(fmt::format("{}: expected a JSON object", file.string()));
+  pipeline.files.push_back(file.string());
+  return config;
+}
+
 Status read_prompts(const fs::path& root, SentencePipeline& pipeline) {
   const fs::path file = root / "config_sentence_transformers.json";
-  auto config = read_object(file);
+  auto config = read_settings(file, pipeline);
   if (!config) return config.status();
   if (!config->has_value()) return Status::ok();
   const json& j = **config;
-  if (!j.is_object()) return Status::invalid_argument(fmt::format("{}: expected a JSON object", file.string()));
-  pipeline.files.push_back(file.string());
   if (const auto prompts = j.find("prompts"); prompts != j.end() && !prompts->is_null()) {
     if (!prompts->is_object()) return field_error(file, "prompts", "an object of name -> text");
     for (const auto& [name, text] : prompts->items()) {
@@ -213,12 +222,10 @@ Status read_prompts(const fs::path& root, SentencePipeline& pipeline) {
 
 Status read_transformer_settings(const fs::path& dir, SentencePipeline& pipeline) {
   const fs::path file = dir / "sentence_bert_config.json";
-  auto config = read_object(file);
+  auto config = read_settings(file, pipeline);
   if (!config) return config.status();
   if (!config->has_value()) return Status::ok();
   const json& j = **config;
-  if (!j.is_object()) return Status::invalid_argument(fmt::format("{}: expected a JSON object", file.string()));
-  pipeline.files.push_back(file.string());
   if (const auto it = j.find("max_seq_length"); it != j.end() && !it->is_null()) {
     auto length = integer(j, file, "max_seq_length", 3, kMaxSequenceLength);
     if (!length) return length.status();
