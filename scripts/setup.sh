@@ -88,7 +88,11 @@ if [ ! -f "$build_dir/npm/node_modules/tokenizers/package.json" ] ||
    ! grep -q '"version": "0.23.2"' "$build_dir/npm/node_modules/tokenizers/package.json"; then
   echo "==> installing $tokenizers_npm (npm) into $build_dir/npm for the tokenizer tests"
   mkdir -p "$build_dir/npm"
-  npm install --no-audit --no-fund --silent --prefix "$build_dir/npm" "$tokenizers_npm"
+  # The system's trust store (which holds any local CA the machine adds),
+  # as curl and apt use it, rather than node's own bundle.
+  npm_ca=()
+  if [ -f /etc/ssl/certs/ca-certificates.crt ]; then npm_ca=(--cafile /etc/ssl/certs/ca-certificates.crt); fi
+  npm install --no-audit --no-fund --loglevel=error "${npm_ca[@]}" --prefix "$build_dir/npm" "$tokenizers_npm"
 fi
 
 echo "==> configuring in $build_dir"

@@ -245,14 +245,19 @@ TEST_CASE("sentence-transformers directories give the vectors their modules make
 // A RoBERTa-family directory as users have it: the network and its
 // byte-level BPE tokenizer.json (built by Hugging Face's library in the
 // tokenizer fixture), the embeddings sized to that vocabulary.
-std::string roberta_with_bpe(const std::string& tag, const std::string& network) {
+std::string roberta_with_bpe(const std::string& tag, const std::string& network, bool older_files = false) {
   auto tokenizer = rapidqa::text::ByteLevelBpeTokenizer::from_tokenizer_json(kTokenizers + "/roberta/tokenizer.json");
   REQUIRE(tokenizer.is_ok());
   const auto vocab = static_cast<std::int64_t>(tokenizer->vocab_size());
   const fs::path dir = fs::temp_directory_path() / ("rapidqa-bpe-" + tag);
   fs::remove_all(dir);
   fs::create_directories(dir);
-  fs::copy_file(kTokenizers + "/roberta/tokenizer.json", dir / "tokenizer.json");
+  if (older_files) {  // vocab.json and merges.txt, as RoBERTa checkpoints without a tokenizer.json have them
+    fs::copy_file(kTokenizers + "/roberta/vocab.json", dir / "vocab.json");
+    fs::copy_file(kTokenizers + "/roberta/merges.txt", dir / "merges.txt");
+  } else {
+    fs::copy_file(kTokenizers + "/roberta/tokenizer.json", dir / "tokenizer.json");
+  }
   std::ifstream config_in(kModels + "/" + network + "/config.json");
   json config = json::parse(config_in);
   config["vocab_size"] = vocab;
@@ -282,6 +287,13 @@ TEST_CASE("A RoBERTa directory with its byte-level BPE tokenizer.json encodes an
   auto ids = (*encoder)->token_ids({first.at("text").get<std::string>()});
   REQUIRE(ids.is_ok());
   CHECK(ids->front() == first.at("ids").get<std::vector<std::int32_t>>());
+  rapidqa::TransformerEncoderOptions older;
+  older.model_dir = roberta_with_bpe("older-files", "roberta-tiny", /*older_files=*/true);
+  auto from_older = rapidqa::TransformerEncoder::load(older);
+  REQUIRE(from_older.is_ok());
+  auto older_ids = (*from_older)->token_ids({first.at("text").get<std::string>()});
+  REQUIRE(older_ids.is_ok());
+  CHECK(older_ids->front() == first.at("ids").get<std::vector<std::int32_t>>());
   rapidqa::EngineOptions engine_options;
   engine_options.encoder = *encoder;
   engine_options.min_answer_score = -1.0f;

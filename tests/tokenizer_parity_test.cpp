@@ -27,8 +27,7 @@ std::size_t code_points_before(const std::string& text, std::size_t byte) {
   return count;
 }
 
-void check_parity(const std::string& name) {
-  auto tokenizer = rapidqa::text::ByteLevelBpeTokenizer::from_tokenizer_json(kParity + "/" + name + "/tokenizer.json");
+void check_parity(const std::string& name, const rapidqa::Result<rapidqa::text::ByteLevelBpeTokenizer>& tokenizer) {
   REQUIRE(tokenizer.is_ok());
   std::ifstream in(kParity + "/" + name + "/expected.jsonl");
   REQUIRE(in);
@@ -60,15 +59,24 @@ void check_parity(const std::string& name) {
   CHECK(offset_differences == 0);
 }
 
+rapidqa::Result<rapidqa::text::ByteLevelBpeTokenizer> from_json(const std::string& name) {
+  return rapidqa::text::ByteLevelBpeTokenizer::from_tokenizer_json(kParity + "/" + name + "/tokenizer.json");
+}
+
 }  // namespace
 
 TEST_CASE("Byte-level BPE as RoBERTa tokenizes gives the library's ids and offsets", "[tokenizer][parity]") {
-  check_parity("roberta");
+  check_parity("roberta", from_json("roberta"));
+}
+
+TEST_CASE("RoBERTa's vocab.json and merges.txt give the library's ids and offsets", "[tokenizer][parity]") {
+  check_parity("roberta", rapidqa::text::ByteLevelBpeTokenizer::from_vocab_and_merges(
+                              kParity + "/roberta/vocab.json", kParity + "/roberta/merges.txt", ""));
 }
 
 TEST_CASE("Byte-level BPE with a prefix space as GPT-2 tokenizes gives the library's ids and offsets",
           "[tokenizer][parity]") {
-  check_parity("gpt2");
+  check_parity("gpt2", from_json("gpt2"));
 }
 
 TEST_CASE("A byte-level BPE tokenizer.json outside what is read is refused with the field named", "[tokenizer]") {

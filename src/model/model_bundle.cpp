@@ -53,7 +53,7 @@ Result<text::WordPieceTokenizer> load_wordpiece(const std::string& model_dir, co
   // A tokenizer rapidqa does not read yet is named, so the refusal says
   // what the directory has rather than only what it lacks.
   std::string others;
-  for (const char* file : {"vocab.json", "merges.txt", "sentencepiece.bpe.model", "spiece.model"}) {
+  for (const char* file : {"sentencepiece.bpe.model", "spiece.model", "vocab.json", "merges.txt"}) {
     if (fs::exists(fs::path(model_dir) / file)) others += others.empty() ? file : std::string(", ") + file;
   }
   Result<text::WordPieceTokenizer> tokenizer = Status::not_found(fmt::format(
@@ -100,6 +100,16 @@ Result<ModelBundle> load_model_bundle(const std::string& model_dir, int lower_ca
       if (!bpe) return bpe.status();
       tokenizer = std::make_shared<const text::ByteLevelBpeTokenizer>(std::move(bpe).value());
     }
+  }
+  const fs::path vocab_json = fs::path(model_dir) / "vocab.json", merges = fs::path(model_dir) / "merges.txt";
+  if (!tokenizer && !fs::exists(vocab) && fs::exists(vocab_json) && fs::exists(merges)) {
+    // RoBERTa's files without a tokenizer.json, set up as its fast tokenizer is.
+    auto config = detail::read_file_bounded((fs::path(model_dir) / "tokenizer_config.json").string(),
+                                            kMaxTokenizerConfigBytes, "tokenizer_config.json");
+    auto bpe = text::ByteLevelBpeTokenizer::from_vocab_and_merges(vocab_json.string(), merges.string(),
+                                                                  config ? config.value() : std::string());
+    if (!bpe) return bpe.status();
+    tokenizer = std::make_shared<const text::ByteLevelBpeTokenizer>(std::move(bpe).value());
   }
   if (!tokenizer) {
     auto wordpiece = load_wordpiece(model_dir, tokenizer_json, vocab, lower_case);

@@ -337,6 +337,79 @@ Result<ByteLevelBpeTokenizer> ByteLevelBpeTokenizer::from_json_text(std::string_
   return t;
 }
 
+Result<ByteLevelBpeTokenizer> ByteLevelBpeTokenizer::from_vocab_and_merges(const std::string& vocab_json_path,
+                                                                           const std::string& merges_path,
+                                                                           std::string_view tokenizer_config_json) {
+  auto vocab_text = detail::read_file_bounded(vocab_json_path, kMaxTokenizerJsonBytes, "vocab.json");
+  if (!vocab_text) return vocab_text.status();
+  auto vocab = detail::parse_json_bounded(vocab_text.value());
+  if (!vocab || !vocab->is_object()) {
+    return Status::invalid_argument(fmt::format("vocab.json '{}': expected an object of token -> id", vocab_json_path));
+  }
+  auto merges_text = detail::read_file_bounded(merges_path, kMaxTokenizerJsonBytes, "merges.txt");
+  if (!merges_text) return merges_text.status();
+  Json merges = Json::array();
+  std::size_t line_number = 0;
+  for (std::size_t at = 0; at < merges_text->size();) {
+    std::size_t end = merges_text->find('\n', at);
+    if (end == std::string::npos) end = merges_text->size();
+    std::string line = merges_text->substr(at, end - at);
+    at = end + 1;
+    ++line_number;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.empty() || (line_number == 1 && line.rfind("#version", 0) == 0)) continue;
+    merges.push_back(line);
+  }
+  // tokenizer_config.json's settings, where it has them.
+  bool add_prefix_space = false;
+  std::string bos = "<s>", eos = "</s>";
+  if (!tokenizer_config_json.empty()) {
+    auto config = detail::parse_json_bounded(tokenizer_config_json);
+    if (config && config->is_object()) {
+      add_prefix_space = flag(*config, "add_prefix_space", false);
+      auto token = [&](const char* field, std::string& out) {
+        const auto it = config->find(field);
+        if (it == config->end()) return;
+        if (it->is_string()) out = it->get<std::string>();
+        if (it->is_object() && it->contains("content") && (*it)["content"].is_string()) out = (*it)["content"];
+      };
+      token("bos_token", bos);
+      token("eos_token", eos);
+    }
+  }
+  const auto id_of = [&](const std::string& token) -> std::int64_t {
+    const auto it = vocab->find(token);
+    return it != vocab->end() && it->is_number_integer() ? it->get<std::int64_t>() : -1;
+  };
+  if (id_of(bos) < 0 || id_of(eos) < 0) {
+    return Status::invalid_argument(fmt::format("vocab.json '{}': no '{}' or '{}' for RoBERTa's specials",
+                                                vocab_json_path, detail::clip_for_message(bos),
+                                                detail::clip_for_message(eos)));
+  }
+  Json added = Json::array();
+  for (const std::string special : {std::string("<s>"), std::string("<pad>"), std::string("</s>"), std::string("<unk>"),
+                                    std::string("<mask>"), bos, eos}) {
+    const std::int64_t id = id_of(special);
+    if (id < 0) continue;
+    bool seen = false;
+    for (const Json& a : added) seen = seen || a["content"] == special;
+    if (seen) continue;
+    added.push_back({{"id", id}, {"content", special}, {"single_word", false}, {"lstrip", special == "<mask>"},
+                     {"rstrip", false}, {"normalized", special != "<mask>"}, {"special", true}});
+  }
+  const Json json = {
+      {"added_tokens", added},
+      {"normalizer", nullptr},
+      {"pre_tokenizer", {{"type", "ByteLevel"}, {"add_prefix_space", add_prefix_space}, {"trim_offsets", true},
+                         {"use_regex", true}}},
+      {"post_processor", {{"type", "RobertaProcessing"}, {"sep", {eos, id_of(eos)}}, {"cls", {bos, id_of(bos)}},
+                          {"trim_offsets", true}, {"add_prefix_space", add_prefix_space}}},
+      {"model", {{"type", "BPE"}, {"dropout", nullptr}, {"unk_token", nullptr}, {"fuse_unk", false},
+                 {"vocab", *vocab}, {"merges", merges}}},
+  };
+  return from_json_text(json.dump(), fmt::format("vocab.json '{}' and merges.txt '{}'", vocab_json_path, merges_path));
+}
+
 std::int32_t ByteLevelBpeTokenizer::token_to_id(std::string_view token) const {
   const auto it = token_to_id_.find(std::string(token));
   return it == token_to_id_.end() ? -1 : it->second;

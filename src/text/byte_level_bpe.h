@@ -38,6 +38,14 @@ class ByteLevelBpeTokenizer final : public Tokenizer {
   // 128 MiB, JSON nested more than 64 deep or naming a key twice.
   static Result<ByteLevelBpeTokenizer> from_tokenizer_json(const std::string& path);
   static Result<ByteLevelBpeTokenizer> from_json_text(std::string_view json, const std::string& source);
+  // RoBERTa's files without a tokenizer.json: vocab.json (token -> id) and
+  // merges.txt (one "a b" per line after a "#version" line), set up as
+  // Hugging Face converts them (RobertaTokenizerFast): <s> text </s>, a
+  // <mask> that takes the space before it, trimmed offsets, and a prefix
+  // space when tokenizer_config_json (its text, or "") says add_prefix_space.
+  static Result<ByteLevelBpeTokenizer> from_vocab_and_merges(const std::string& vocab_json_path,
+                                                             const std::string& merges_path,
+                                                             std::string_view tokenizer_config_json);
   // Whether a tokenizer.json's model is BPE (to pick the reader).
   static bool is_bpe_json(std::string_view json);
 

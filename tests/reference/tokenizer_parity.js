@@ -11,7 +11,8 @@
 // library gives them) for:
 //   roberta   trained on the FAQ, then RoBERTa's specials (<s> <pad> </s>
 //             <unk> first, <mask> last with lstrip), every byte symbol,
-//             RobertaProcessing; no prefix space
+//             RobertaProcessing; no prefix space; also as RoBERTa's older
+//             vocab.json and merges.txt
 //   gpt2      the same merges with a prefix space before every piece, the
 //             ByteLevel post-processor, no specials
 // The texts: every question, alternate and answer of the FAQ, then
@@ -131,6 +132,10 @@ async function write(dir, tokenizer) {
                       trim_offsets: true, add_prefix_space: false },
   });
   await write(roberta.dir, roberta.tokenizer);
+  // The same tokenizer as RoBERTa's older files: vocab.json and merges.txt.
+  fs.writeFileSync(path.join(roberta.dir, 'vocab.json'), JSON.stringify(vocab));
+  const mergeLines = trained.model.merges.map((m) => (Array.isArray(m) ? m.join(' ') : m));
+  fs.writeFileSync(path.join(roberta.dir, 'merges.txt'), '#version: 0.2\n' + mergeLines.join('\n') + '\n');
   const gpt2 = variant('gpt2', {
     added_tokens: [],
     add_prefix_space: true,
