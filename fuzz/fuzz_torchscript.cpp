@@ -7,7 +7,7 @@
 // (load_transformer: whatever names, dtypes and shapes the file holds,
 // checked against the config). Loading only: nothing in the file is ever
 // compiled or run. Seeds: the tiny BERT saved by torch::jit (make_seeds.cpp)
-// and a reference bert-tiny state dict in the legacy format.
+// and a small state dict in torch.save's legacy format (views and a shared storage).
 #include <cstddef>
 #include <cstdint>
 #include <string>
