@@ -74,6 +74,20 @@ TEST_CASE("RoBERTa's vocab.json and merges.txt give the library's ids and offset
                               kParity + "/roberta/vocab.json", kParity + "/roberta/merges.txt", ""));
 }
 
+TEST_CASE("Byte-level BPE laid out by a TemplateProcessing gives the library's ids and offsets",
+          "[tokenizer][parity]") {
+  check_parity("template", from_json("template"));
+  // A pair takes the template's second layout and its type ids.
+  auto tokenizer = from_json("template");
+  REQUIRE(tokenizer.is_ok());
+  auto pair = tokenizer->encode_pair("where is my order", "it shipped", 64);
+  REQUIRE(pair.is_ok());
+  CHECK(pair->input_ids.front() == tokenizer->token_to_id("<s>"));
+  CHECK(pair->input_ids.back() == tokenizer->token_to_id("</s>"));
+  CHECK(pair->token_type_ids.front() == 0);
+  CHECK(pair->token_type_ids.back() == 1);
+}
+
 TEST_CASE("Byte-level BPE with a prefix space as GPT-2 tokenizes gives the library's ids and offsets",
           "[tokenizer][parity]") {
   check_parity("gpt2", from_json("gpt2"));
@@ -101,8 +115,10 @@ TEST_CASE("A byte-level BPE tokenizer.json outside what is read is refused with 
       {"an id twice", [](auto& j) { j["model"]["vocab"]["<s>"] = 1; }, "has an id that is not one of"},
       {"single-word added token", [](auto& j) { j["added_tokens"][0]["single_word"] = true; },
        "field 'added_tokens.single_word'"},
-      {"template post-processor", [](auto& j) { j["post_processor"] = {{"type", "TemplateProcessing"}}; },
-       "'TemplateProcessing' is not supported"},
+      {"template without a layout", [](auto& j) { j["post_processor"] = {{"type", "TemplateProcessing"}}; },
+       "field 'post_processor.single': expected a list"},
+      {"another post-processor", [](auto& j) { j["post_processor"] = {{"type", "BertProcessing"}}; },
+       "'BertProcessing' is not supported"},
       {"special outside the vocabulary", [](auto& j) { j["post_processor"]["cls"] = {"<s>", 1 << 20}; },
        "special id 1048576 is outside the vocabulary"},
   };

@@ -270,31 +270,96 @@ Result<ByteLevelBpeTokenizer> ByteLevelBpeTokenizer::from_json_text(std::string_
   t.add_prefix_space_ = flag(*byte_level, "add_prefix_space", false);
   t.use_regex_ = flag(*byte_level, "use_regex", true);
 
-  // post_processor
+  // post_processor (ids are checked against the vocabulary below, once the
+  // added tokens are in it)
   if (const auto post = root.find("post_processor"); post != root.end() && !post->is_null()) {
-    const std::string type = post->is_object() ? post->value("type", "") : "";
-    if (type == "RobertaProcessing") {
-      t.post_ = PostProcessor::kRoberta;
-      auto special = [&](const char* field, std::int32_t& id) -> Status {
-        const auto it = post->find(field);
-        if (it == post->end() || !it->is_array() || it->size() != 2 || !(*it)[0].is_string() ||
-            !(*it)[1].is_number_integer()) {
-          return field_error(std::string("post_processor.") + field, "expected [token, id]");
-        }
-        id = (*it)[1].get<std::int32_t>();
-        return Status::ok();
-      };
-      if (Status s = special("cls", t.cls_id_); !s.is_ok()) return fail(s);
-      if (Status s = special("sep", t.sep_id_); !s.is_ok()) return fail(s);
-      t.trim_offsets_ = flag(*post, "trim_offsets", true);
-      t.post_add_prefix_space_ = flag(*post, "add_prefix_space", true);
-    } else if (type == "ByteLevel") {
-      t.post_ = PostProcessor::kByteLevel;
-      t.trim_offsets_ = flag(*post, "trim_offsets", true);
-      t.post_add_prefix_space_ = flag(*post, "add_prefix_space", true);
+    std::vector<const Json*> steps;
+    if (post->is_object() && post->value("type", "") == "Sequence" && post->contains("processors") &&
+        (*post)["processors"].is_array()) {
+      for (const Json& step : (*post)["processors"]) steps.push_back(&step);
     } else {
-      return fail(field_error("post_processor", fmt::format("'{}' is not supported (RobertaProcessing, ByteLevel, null)",
-                                                            detail::clip_for_message(type))));
+      steps.push_back(&*post);
+    }
+    bool laid_out = false;
+    for (const Json* step : steps) {
+      const std::string type = step->is_object() ? step->value("type", "") : "";
+      if (type == "ByteLevel") {
+        t.trim_offsets_ = flag(*step, "trim_offsets", true);
+        t.post_add_prefix_space_ = flag(*step, "add_prefix_space", true);
+        continue;
+      }
+      if (laid_out) return fail(field_error("post_processor", "more than one layout of special tokens"));
+      laid_out = true;
+      if (type == "RobertaProcessing") {
+        std::int32_t cls = -1, sep = -1;
+        auto special = [&](const char* field, std::int32_t& id) -> Status {
+          const auto it = step->find(field);
+          if (it == step->end() || !it->is_array() || it->size() != 2 || !(*it)[0].is_string() ||
+              !(*it)[1].is_number_integer()) {
+            return field_error(std::string("post_processor.") + field, "expected [token, id]");
+          }
+          id = (*it)[1].get<std::int32_t>();
+          return Status::ok();
+        };
+        if (Status s = special("cls", cls); !s.is_ok()) return fail(s);
+        if (Status s = special("sep", sep); !s.is_ok()) return fail(s);
+        t.single_ = {{-1, {cls}, 0}, {0, {}, 0}, {-1, {sep}, 0}};
+        t.pair_ = {{-1, {cls}, 0}, {0, {}, 0}, {-1, {sep}, 0}, {-1, {sep}, 0}, {1, {}, 0}, {-1, {sep}, 0}};
+        t.trim_offsets_ = flag(*step, "trim_offsets", true);
+        t.post_add_prefix_space_ = flag(*step, "add_prefix_space", true);
+      } else if (type == "TemplateProcessing") {
+        const auto specials = step->find("special_tokens");
+        auto layout = [&](const char* field, std::vector<TemplateItem>& out, int texts) -> Status {
+          const auto it = step->find(field);
+          const std::string where = std::string("post_processor.") + field;
+          if (it == step->end() || !it->is_array()) return field_error(where, "expected a list");
+          out.clear();
+          int seen = 0;
+          for (const Json& item : *it) {
+            const bool is_special = item.is_object() && item.contains("SpecialToken");
+            const bool is_text = item.is_object() && item.contains("Sequence");
+            const Json& body = is_special ? item["SpecialToken"] : is_text ? item["Sequence"] : item;
+            if ((!is_special && !is_text) || !body.is_object() || !body.contains("id") || !body["id"].is_string()) {
+              return field_error(where, "an item is neither a SpecialToken nor a Sequence");
+            }
+            TemplateItem entry;
+            entry.type_id = body.contains("type_id") && body["type_id"].is_number_integer()
+                                ? body["type_id"].get<std::int32_t>()
+                                : 0;
+            const std::string id = body["id"].get<std::string>();
+            if (is_text) {
+              if ((id != "A" && id != "B") || (id == "B" && texts < 2)) {
+                return field_error(where, fmt::format("sequence '{}' is not A{}", detail::clip_for_message(id),
+                                                      texts < 2 ? "" : " or B"));
+              }
+              entry.sequence = id == "A" ? 0 : 1;
+              seen |= 1 << entry.sequence;
+            } else {
+              const auto special = specials != step->end() && specials->is_object() ? specials->find(id)
+                                                                                      : Json::const_iterator();
+              if (specials == step->end() || !specials->is_object() || special == specials->end() ||
+                  !special->contains("ids") || !(*special)["ids"].is_array() || (*special)["ids"].empty()) {
+                return field_error(where, fmt::format("special '{}' is not in special_tokens with its ids",
+                                                      detail::clip_for_message(id)));
+              }
+              for (const Json& n : (*special)["ids"]) {
+                if (!n.is_number_integer()) return field_error(where, "a special token's ids are not integers");
+                entry.ids.push_back(n.get<std::int32_t>());
+              }
+            }
+            out.push_back(std::move(entry));
+          }
+          if (seen != (texts == 2 ? 3 : 1)) return field_error(where, "does not hold each text once");
+          return Status::ok();
+        };
+        if (Status s = layout("single", t.single_, 1); !s.is_ok()) return fail(s);
+        if (Status s = layout("pair", t.pair_, 2); !s.is_ok()) return fail(s);
+      } else {
+        return fail(field_error("post_processor",
+                                fmt::format("'{}' is not supported (RobertaProcessing, TemplateProcessing, ByteLevel, "
+                                            "a Sequence of those, null)",
+                                            detail::clip_for_message(type))));
+      }
     }
   }
 
@@ -320,10 +385,12 @@ Result<ByteLevelBpeTokenizer> ByteLevelBpeTokenizer::from_json_text(std::string_
       t.added_.push_back(std::move(token));
     }
   }
-  if (t.post_ == PostProcessor::kRoberta) {
-    for (const std::int32_t id : {t.cls_id_, t.sep_id_}) {
-      if (id < 0 || static_cast<std::size_t>(id) >= t.id_to_token_.size()) {
-        return fail(field_error("post_processor", fmt::format("special id {} is outside the vocabulary", id)));
+  for (const auto* layout : {&t.single_, &t.pair_}) {
+    for (const TemplateItem& item : *layout) {
+      for (const std::int32_t id : item.ids) {
+        if (id < 0 || static_cast<std::size_t>(id) >= t.id_to_token_.size()) {
+          return fail(field_error("post_processor", fmt::format("special id {} is outside the vocabulary", id)));
+        }
       }
     }
   }
@@ -614,35 +681,32 @@ Result<std::vector<ByteLevelBpeTokenizer::Piece>> ByteLevelBpeTokenizer::pieces(
 }
 
 std::size_t ByteLevelBpeTokenizer::specials(bool pair) const {
-  return post_ == PostProcessor::kRoberta ? (pair ? 4 : 2) : 0;
+  std::size_t count = 0;
+  for (const TemplateItem& item : pair ? pair_ : single_) count += item.ids.size();
+  return count;
 }
 
 TokenizedText ByteLevelBpeTokenizer::assemble(const std::vector<Piece>& first, const std::vector<Piece>* second,
                                               std::size_t truncated) const {
   TokenizedText t;
   t.truncated_tokens = truncated;
-  auto special = [&](std::int32_t id) {
-    t.input_ids.push_back(id);
-    t.offsets.emplace_back(0, 0);
-    t.sequence_ids.push_back(-1);
-  };
-  auto text = [&](const std::vector<Piece>& pieces, std::int8_t sequence) {
-    for (const Piece& p : pieces) {
-      t.input_ids.push_back(p.id);
-      t.offsets.emplace_back(p.begin, p.end);
-      t.sequence_ids.push_back(sequence);
+  for (const TemplateItem& item : second ? pair_ : single_) {
+    if (item.sequence < 0) {
+      for (const std::int32_t id : item.ids) {
+        t.input_ids.push_back(id);
+        t.token_type_ids.push_back(item.type_id);
+        t.offsets.emplace_back(0, 0);
+        t.sequence_ids.push_back(-1);
+      }
+      continue;
     }
-  };
-  const bool roberta = post_ == PostProcessor::kRoberta;
-  if (roberta) special(cls_id_);
-  text(first, 0);
-  if (roberta) special(sep_id_);
-  if (second) {
-    if (roberta) special(sep_id_);
-    text(*second, 1);
-    if (roberta) special(sep_id_);
+    for (const Piece& p : item.sequence == 0 ? first : *second) {
+      t.input_ids.push_back(p.id);
+      t.token_type_ids.push_back(item.type_id);
+      t.offsets.emplace_back(p.begin, p.end);
+      t.sequence_ids.push_back(static_cast<std::int8_t>(item.sequence));
+    }
   }
-  t.token_type_ids.assign(t.input_ids.size(), 0);
   t.attention_mask.assign(t.input_ids.size(), 1);
   return t;
 }

@@ -9,8 +9,10 @@
 //                   (use_regex), every byte of UTF-8 then one symbol
 //   BPE             merges applied lowest rank first; ignore_merges
 //   post-processor  RobertaProcessing (<s> A </s>, </s></s> between a pair),
-//                   ByteLevel, or none, each trimming the spaces from offsets
-//                   when trim_offsets says so
+//                   TemplateProcessing, ByteLevel, a Sequence of ByteLevel and
+//                   one of the others, or none; RobertaProcessing and
+//                   ByteLevel trim the spaces from offsets when trim_offsets
+//                   says so
 //
 // A tokenizer.json with any other normalizer, pre-tokenizer, model option or
 // post-processor is refused with the field named: a tokenizer that quietly
@@ -73,7 +75,12 @@ class ByteLevelBpeTokenizer final : public Tokenizer {
     std::int32_t id = 0;
     bool lstrip = false, rstrip = false, normalized = true;
   };
-  enum class PostProcessor { kNone, kRoberta, kByteLevel };
+  // One step of the post-processor's layout: a text, or special ids.
+  struct TemplateItem {
+    int sequence = -1;                 // 0 (A) or 1 (B) for a text; -1 for specials
+    std::vector<std::int32_t> ids;     // the special's ids
+    std::int32_t type_id = 0;
+  };
 
   ByteLevelBpeTokenizer() = default;
   void split_added(std::string_view text, std::size_t from, std::size_t to, bool normalized_pass,
@@ -94,10 +101,11 @@ class ByteLevelBpeTokenizer final : public Tokenizer {
   bool ignore_merges_ = false;
   bool add_prefix_space_ = false;
   bool use_regex_ = true;
-  PostProcessor post_ = PostProcessor::kNone;
+  // RobertaProcessing, TemplateProcessing, or the text alone (ByteLevel, none).
+  std::vector<TemplateItem> single_{TemplateItem{0, {}, 0}};
+  std::vector<TemplateItem> pair_{TemplateItem{0, {}, 0}, TemplateItem{1, {}, 0}};
   bool trim_offsets_ = false;
   bool post_add_prefix_space_ = false;  // the post-processor's own add_prefix_space (trimming)
-  std::int32_t cls_id_ = -1, sep_id_ = -1;
   std::int32_t pad_id_ = 0;
   std::string empty_;
 };

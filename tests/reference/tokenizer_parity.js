@@ -15,6 +15,7 @@
 //             vocab.json and merges.txt
 //   gpt2      the same merges with a prefix space before every piece, the
 //             ByteLevel post-processor, no specials
+//   template  roberta's, its layout as a TemplateProcessing after ByteLevel
 // The texts: every question, alternate and answer of the FAQ, then
 // RANDOM_COUNT (100000) random and adversarial strings from a fixed seed.
 'use strict';
@@ -142,7 +143,32 @@ async function write(dir, tokenizer) {
     post_processor: { type: 'ByteLevel', add_prefix_space: true, trim_offsets: true, use_regex: true },
   });
   await write(gpt2.dir, gpt2.tokenizer);
-  console.log(`wrote ${texts.length} texts for roberta and gpt2 under ${outDir}`);
+  // A layout written as a template, after ByteLevel's trimming (as newer
+  // byte-level tokenizers ship it): <s> A </s>, and <s> A </s> B </s> with B
+  // as type 1.
+  const special = (id) => ({ SpecialToken: { id, type_id: 0 } });
+  const template = variant('template', {
+    added_tokens: addedTokens,
+    add_prefix_space: false,
+    post_processor: {
+      type: 'Sequence',
+      processors: [
+        { type: 'ByteLevel', add_prefix_space: false, trim_offsets: true, use_regex: true },
+        {
+          type: 'TemplateProcessing',
+          single: [special('<s>'), { Sequence: { id: 'A', type_id: 0 } }, special('</s>')],
+          pair: [special('<s>'), { Sequence: { id: 'A', type_id: 0 } }, special('</s>'),
+                 { Sequence: { id: 'B', type_id: 1 } }, { SpecialToken: { id: '</s>', type_id: 1 } }],
+          special_tokens: {
+            '<s>': { id: '<s>', ids: [vocab['<s>']], tokens: ['<s>'] },
+            '</s>': { id: '</s>', ids: [vocab['</s>']], tokens: ['</s>'] },
+          },
+        },
+      ],
+    },
+  });
+  await write(template.dir, template.tokenizer);
+  console.log(`wrote ${texts.length} texts for roberta, gpt2 and template under ${outDir}`);
 })().catch((e) => {
   console.error(e);
   process.exit(1);
