@@ -45,23 +45,25 @@ bool vocabulary_looks_uncased(const std::string& model_dir, const text::WordPiec
   return true;
 }
 
-// BERT's WordPiece: tokenizer.json when the case is not forced, vocab.txt
-// (with the case decided from tokenizer_config.json or the vocabulary)
-// otherwise or without one.
+// BERT's WordPiece: tokenizer.json (parsed already, or null when it is
+// absent or did not parse) when the case is not forced, vocab.txt (with the
+// case decided from tokenizer_config.json or the vocabulary) otherwise or
+// without one.
 Result<text::WordPieceTokenizer> load_wordpiece(const std::string& model_dir, const fs::path& tokenizer_json,
-                                                const fs::path& vocab, int lower_case) {
+                                                const nlohmann::json* parsed_json, const fs::path& vocab,
+                                                int lower_case) {
   // A tokenizer rapidqa does not read yet is named, so the refusal says
   // what the directory has rather than only what it lacks.
   std::string others;
   for (const char* file : {"sentencepiece.bpe.model", "spiece.model", "vocab.json", "merges.txt"}) {
     if (fs::exists(fs::path(model_dir) / file)) others += others.empty() ? file : std::string(", ") + file;
   }
-  Result<text::WordPieceTokenizer> tokenizer = Status::not_found(fmt::format(
-      "{}: no vocab.txt or tokenizer.json (a WordPiece vocabulary is needed){}", model_dir,
-      others.empty() ? "" : fmt::format("; it has {}, a tokenizer rapidqa does not read yet", others)));
-  if (fs::exists(tokenizer_json) && lower_case < 0) {
-    tokenizer = text::WordPieceTokenizer::from_tokenizer_json(tokenizer_json.string());
-  } else if (fs::exists(vocab)) {
+  auto from_json = [&] {
+    return parsed_json ? text::WordPieceTokenizer::from_tokenizer_json(*parsed_json, tokenizer_json.string())
+                       : text::WordPieceTokenizer::from_tokenizer_json(tokenizer_json.string());
+  };
+  if (fs::exists(tokenizer_json) && lower_case < 0) return from_json();
+  if (fs::exists(vocab)) {
     text::WordPieceOptions options;
     if (lower_case >= 0) {
       options.lower_case = lower_case == 1;
@@ -70,11 +72,12 @@ Result<text::WordPieceTokenizer> load_wordpiece(const std::string& model_dir, co
       if (!probe) return probe.status();
       options.lower_case = vocabulary_looks_uncased(model_dir, probe.value());
     }
-    tokenizer = text::WordPieceTokenizer::from_vocab_file(vocab.string(), options);
-  } else if (fs::exists(tokenizer_json)) {
-    tokenizer = text::WordPieceTokenizer::from_tokenizer_json(tokenizer_json.string());
+    return text::WordPieceTokenizer::from_vocab_file(vocab.string(), options);
   }
-  return tokenizer;
+  if (fs::exists(tokenizer_json)) return from_json();
+  return Status::not_found(fmt::format(
+      "{}: no vocab.txt or tokenizer.json (a WordPiece vocabulary is needed){}", model_dir,
+      others.empty() ? "" : fmt::format("; it has {}, a tokenizer rapidqa does not read yet", others)));
 }
 
 }  // namespace
@@ -86,20 +89,24 @@ Result<ModelBundle> load_model_bundle(const std::string& model_dir, int lower_ca
   const fs::path vocab = fs::path(model_dir) / "vocab.txt";
   const fs::path tokenizer_json = fs::path(model_dir) / "tokenizer.json";
   std::shared_ptr<const text::Tokenizer> tokenizer;
-  if (fs::exists(tokenizer_json)) {
-    // Its model decides the reader: byte-level BPE (RoBERTa, GPT-2) or WordPiece.
+  // tokenizer.json is read and parsed once, where it would be used (not
+  // when the case is forced onto a vocab.txt); its model decides the
+  // reader: byte-level BPE (RoBERTa, GPT-2) or WordPiece. One that cannot
+  // be read or parsed is left to the WordPiece reader, whose error names it.
+  Result<nlohmann::json> parsed_json = Status::not_found("no tokenizer.json");
+  if (fs::exists(tokenizer_json) && (lower_case < 0 || !fs::exists(vocab))) {
     auto text = detail::read_file_bounded(tokenizer_json.string(), kMaxTokenizerJsonBytes, "tokenizer.json");
-    if (!text) return text.status();
-    if (text::ByteLevelBpeTokenizer::is_bpe_json(text.value())) {
-      if (lower_case >= 0) {
-        return Status::invalid_argument(
-            fmt::format("{}: lower_case applies to WordPiece vocabularies, not to a BPE tokenizer.json", model_dir));
-      }
-      auto bpe = text::ByteLevelBpeTokenizer::from_json_text(text.value(),
-                                                             fmt::format("tokenizer.json '{}'", tokenizer_json.string()));
-      if (!bpe) return bpe.status();
-      tokenizer = std::make_shared<const text::ByteLevelBpeTokenizer>(std::move(bpe).value());
+    if (text) parsed_json = detail::parse_json_bounded(text.value());
+  }
+  if (parsed_json && text::ByteLevelBpeTokenizer::is_bpe(parsed_json.value())) {
+    if (lower_case >= 0) {
+      return Status::invalid_argument(
+          fmt::format("{}: lower_case applies to WordPiece vocabularies, not to a BPE tokenizer.json", model_dir));
     }
+    auto bpe = text::ByteLevelBpeTokenizer::from_json(parsed_json.value(),
+                                                      fmt::format("tokenizer.json '{}'", tokenizer_json.string()));
+    if (!bpe) return bpe.status();
+    tokenizer = std::make_shared<const text::ByteLevelBpeTokenizer>(std::move(bpe).value());
   }
   const fs::path vocab_json = fs::path(model_dir) / "vocab.json", merges = fs::path(model_dir) / "merges.txt";
   if (!tokenizer && !fs::exists(vocab) && fs::exists(vocab_json) && fs::exists(merges)) {
@@ -112,7 +119,8 @@ Result<ModelBundle> load_model_bundle(const std::string& model_dir, int lower_ca
     tokenizer = std::make_shared<const text::ByteLevelBpeTokenizer>(std::move(bpe).value());
   }
   if (!tokenizer) {
-    auto wordpiece = load_wordpiece(model_dir, tokenizer_json, vocab, lower_case);
+    auto wordpiece =
+        load_wordpiece(model_dir, tokenizer_json, parsed_json ? &parsed_json.value() : nullptr, vocab, lower_case);
     if (!wordpiece) return wordpiece.status();
     tokenizer = std::make_shared<const text::WordPieceTokenizer>(std::move(wordpiece).value());
   }

@@ -37,36 +37,10 @@ std::int32_t byte_symbol(unsigned char b) {
   return table[b];
 }
 
-// Unicode White_Space, as Rust's char::is_whitespace and the regex's \s.
-bool is_white_space(std::int32_t c) {
-  return (c >= 0x09 && c <= 0x0D) || c == 0x20 || c == 0x85 || c == 0xA0 || c == 0x1680 ||
-         (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F || c == 0x3000;
-}
-
-bool is_letter(std::int32_t c) {
-  switch (utf8proc_category(c)) {
-    case UTF8PROC_CATEGORY_LU: case UTF8PROC_CATEGORY_LL: case UTF8PROC_CATEGORY_LT:
-    case UTF8PROC_CATEGORY_LM: case UTF8PROC_CATEGORY_LO:
-      return true;
-    default:
-      return false;
-  }
-}
-
-bool is_number(std::int32_t c) {
-  switch (utf8proc_category(c)) {
-    case UTF8PROC_CATEGORY_ND: case UTF8PROC_CATEGORY_NL: case UTF8PROC_CATEGORY_NO:
-      return true;
-    default:
-      return false;
-  }
-}
-
 // One character of a piece and the original bytes it stands for.
 struct Char {
   std::int32_t code_point;
-  std::size_t begin, end;  // in the original text
-  std::size_t utf8_begin, utf8_end;  // its own UTF-8 bytes: in the original text, or in " " when prepended
+  std::size_t begin, end;  // in the original text; a prepended space is (begin, begin) of the first character
 };
 
 // GPT-2's pre-tokenizing split of chars [0, n):
@@ -144,11 +118,10 @@ bool flag(const Json& j, const char* field, bool fallback) {
 
 }  // namespace
 
-bool ByteLevelBpeTokenizer::is_bpe_json(std::string_view json) {
-  auto parsed = detail::parse_json_bounded(json);
-  if (!parsed || !parsed->is_object()) return false;
-  const auto model = parsed->find("model");
-  return model != parsed->end() && model->is_object() && model->value("type", "") == "BPE";
+bool ByteLevelBpeTokenizer::is_bpe(const Json& root) {
+  if (!root.is_object()) return false;
+  const auto model = root.find("model");
+  return model != root.end() && model->is_object() && model->value("type", "") == "BPE";
 }
 
 Result<ByteLevelBpeTokenizer> ByteLevelBpeTokenizer::from_tokenizer_json(const std::string& path) {
@@ -158,232 +131,29 @@ Result<ByteLevelBpeTokenizer> ByteLevelBpeTokenizer::from_tokenizer_json(const s
 }
 
 Result<ByteLevelBpeTokenizer> ByteLevelBpeTokenizer::from_json_text(std::string_view json, const std::string& source) {
-  auto fail = [&](const Status& s) { return Status::invalid_argument(fmt::format("{}: {}", source, s.message())); };
   auto parsed = detail::parse_json_bounded(json);
-  if (!parsed) return fail(parsed.status());
-  const Json& root = parsed.value();
+  if (!parsed) return Status::invalid_argument(fmt::format("{}: {}", source, parsed.status().message()));
+  return from_json(parsed.value(), source);
+}
+
+Result<ByteLevelBpeTokenizer> ByteLevelBpeTokenizer::from_json(const Json& root, const std::string& source) {
+  auto fail = [&](const Status& s) { return Status::invalid_argument(fmt::format("{}: {}", source, s.message())); };
   if (!root.is_object()) return fail(Status::invalid_argument("not a JSON object"));
-  ByteLevelBpeTokenizer t;
-
-  // model
-  const auto model = root.find("model");
-  if (model == root.end() || !model->is_object() || model->value("type", "") != "BPE") {
-    return fail(field_error("model.type", "expected \"BPE\""));
-  }
-  for (const char* unsupported : {"continuing_subword_prefix", "end_of_word_suffix"}) {
-    const auto it = model->find(unsupported);
-    if (it != model->end() && !it->is_null() && !(it->is_string() && it->get<std::string>().empty())) {
-      return fail(field_error(std::string("model.") + unsupported, "not supported for byte-level BPE"));
-    }
-  }
-  if (Status s = require_flag(*model, "byte_fallback", "model", false); !s.is_ok()) return fail(s);
-  if (const auto dropout = model->find("dropout"); dropout != model->end() && !dropout->is_null()) {
-    return fail(field_error("model.dropout", "only null (no dropout at inference) is supported"));
-  }
-  t.fuse_unk_ = flag(*model, "fuse_unk", false);
-  t.ignore_merges_ = flag(*model, "ignore_merges", false);
-  const auto vocab = model->find("vocab");
-  if (vocab == model->end() || !vocab->is_object() || vocab->empty()) {
-    return fail(field_error("model.vocab", "expected an object of token -> id"));
-  }
-  if (vocab->size() > static_cast<std::size_t>(std::numeric_limits<std::int32_t>::max() / 2)) {
-    return fail(field_error("model.vocab", "too large"));
-  }
-  std::vector<std::string> by_id(vocab->size());
-  std::vector<bool> taken(vocab->size(), false);
-  for (const auto& [token, id] : vocab->items()) {
-    if (!id.is_number_integer() || id.get<std::int64_t>() < 0 ||
-        id.get<std::int64_t>() >= static_cast<std::int64_t>(vocab->size()) ||
-        taken[static_cast<std::size_t>(id.get<std::int64_t>())]) {
-      return fail(field_error("model.vocab", fmt::format("token '{}' has an id that is not one of 0..{} once",
-                                                         detail::clip_for_message(token), vocab->size() - 1)));
-    }
-    const auto index = static_cast<std::size_t>(id.get<std::int64_t>());
-    taken[index] = true;
-    by_id[index] = token;
-    t.token_to_id_.emplace(token, static_cast<std::int32_t>(index));
-  }
-  t.id_to_token_ = std::move(by_id);
-  const auto merges = model->find("merges");
-  if (merges == model->end() || !merges->is_array()) return fail(field_error("model.merges", "expected a list"));
-  std::int32_t rank = 0;
-  for (const Json& m : *merges) {
-    std::string left, right;
-    if (m.is_string()) {
-      const std::string line = m.get<std::string>();
-      const std::size_t space = line.find(' ');
-      if (space == std::string::npos || line.find(' ', space + 1) != std::string::npos) {
-        return fail(field_error("model.merges", fmt::format("'{}' is not two tokens", detail::clip_for_message(line))));
-      }
-      left = line.substr(0, space);
-      right = line.substr(space + 1);
-    } else if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string()) {
-      left = m[0].get<std::string>();
-      right = m[1].get<std::string>();
-    } else {
-      return fail(field_error("model.merges", "an entry is neither \"a b\" nor [\"a\", \"b\"]"));
-    }
-    const auto a = t.token_to_id_.find(left), b = t.token_to_id_.find(right),
-               merged = t.token_to_id_.find(left + right);
-    if (a == t.token_to_id_.end() || b == t.token_to_id_.end() || merged == t.token_to_id_.end()) {
-      return fail(field_error("model.merges", fmt::format("merge '{} {}' names a token outside the vocabulary",
-                                                          detail::clip_for_message(left),
-                                                          detail::clip_for_message(right))));
-    }
-    // A pair listed twice keeps its first (lowest) rank.
-    t.merges_.try_emplace(pair_key(a->second, b->second), rank, merged->second);
-    ++rank;
-  }
-  if (const auto unk = model->find("unk_token"); unk != model->end() && !unk->is_null()) {
-    if (!unk->is_string() || !t.token_to_id_.count(unk->get<std::string>())) {
-      return fail(field_error("model.unk_token", "not a token of the vocabulary"));
-    }
-    t.unk_id_ = t.token_to_id_.at(unk->get<std::string>());
-  }
-  t.byte_ids_.assign(256, -1);
-  for (std::size_t b = 0; b < 256; ++b) {
-    std::string symbol;
-    append_utf8(symbol, byte_symbol(static_cast<unsigned char>(b)));
-    if (const auto it = t.token_to_id_.find(symbol); it != t.token_to_id_.end()) t.byte_ids_[b] = it->second;
-  }
-
-  // normalizer
+  if (!is_bpe(root)) return fail(field_error("model.type", "expected \"BPE\""));
   if (const auto n = root.find("normalizer"); n != root.end() && !n->is_null()) {
     return fail(field_error("normalizer", fmt::format("'{}' is not supported with byte-level BPE (only null)",
                                                       n->is_object() ? n->value("type", "?") : "?")));
   }
-  // pre_tokenizer: ByteLevel, alone or as the only member of a Sequence
-  const auto pre = root.find("pre_tokenizer");
-  const Json* byte_level = nullptr;
-  if (pre != root.end() && pre->is_object()) {
-    if (pre->value("type", "") == "ByteLevel") {
-      byte_level = &*pre;
-    } else if (pre->value("type", "") == "Sequence") {
-      const auto members = pre->find("pretokenizers");
-      if (members != pre->end() && members->is_array() && members->size() == 1 && (*members)[0].is_object() &&
-          (*members)[0].value("type", "") == "ByteLevel") {
-        byte_level = &(*members)[0];
-      }
-    }
-  }
-  if (!byte_level) return fail(field_error("pre_tokenizer", "expected ByteLevel"));
-  t.add_prefix_space_ = flag(*byte_level, "add_prefix_space", false);
-  t.use_regex_ = flag(*byte_level, "use_regex", true);
-
-  // post_processor (ids are checked against the vocabulary below, once the
-  // added tokens are in it)
+  ByteLevelBpeTokenizer t;
+  if (Status s = t.read_model(root["model"]); !s.is_ok()) return fail(s);
+  if (Status s = t.read_pre_tokenizer(root); !s.is_ok()) return fail(s);
+  // The post-processor's special ids are checked once the added tokens are
+  // in the vocabulary.
   if (const auto post = root.find("post_processor"); post != root.end() && !post->is_null()) {
-    std::vector<const Json*> steps;
-    if (post->is_object() && post->value("type", "") == "Sequence" && post->contains("processors") &&
-        (*post)["processors"].is_array()) {
-      for (const Json& step : (*post)["processors"]) steps.push_back(&step);
-    } else {
-      steps.push_back(&*post);
-    }
-    bool laid_out = false;
-    for (const Json* step : steps) {
-      const std::string type = step->is_object() ? step->value("type", "") : "";
-      if (type == "ByteLevel") {
-        t.trim_offsets_ = flag(*step, "trim_offsets", true);
-        t.post_add_prefix_space_ = flag(*step, "add_prefix_space", true);
-        continue;
-      }
-      if (laid_out) return fail(field_error("post_processor", "more than one layout of special tokens"));
-      laid_out = true;
-      if (type == "RobertaProcessing") {
-        std::int32_t cls = -1, sep = -1;
-        auto special = [&](const char* field, std::int32_t& id) -> Status {
-          const auto it = step->find(field);
-          if (it == step->end() || !it->is_array() || it->size() != 2 || !(*it)[0].is_string() ||
-              !(*it)[1].is_number_integer()) {
-            return field_error(std::string("post_processor.") + field, "expected [token, id]");
-          }
-          id = (*it)[1].get<std::int32_t>();
-          return Status::ok();
-        };
-        if (Status s = special("cls", cls); !s.is_ok()) return fail(s);
-        if (Status s = special("sep", sep); !s.is_ok()) return fail(s);
-        t.single_ = {{-1, {cls}, 0}, {0, {}, 0}, {-1, {sep}, 0}};
-        t.pair_ = {{-1, {cls}, 0}, {0, {}, 0}, {-1, {sep}, 0}, {-1, {sep}, 0}, {1, {}, 0}, {-1, {sep}, 0}};
-        t.trim_offsets_ = flag(*step, "trim_offsets", true);
-        t.post_add_prefix_space_ = flag(*step, "add_prefix_space", true);
-      } else if (type == "TemplateProcessing") {
-        const auto specials = step->find("special_tokens");
-        auto layout = [&](const char* field, std::vector<TemplateItem>& out, int texts) -> Status {
-          const auto it = step->find(field);
-          const std::string where = std::string("post_processor.") + field;
-          if (it == step->end() || !it->is_array()) return field_error(where, "expected a list");
-          out.clear();
-          int seen = 0;
-          for (const Json& item : *it) {
-            const bool is_special = item.is_object() && item.contains("SpecialToken");
-            const bool is_text = item.is_object() && item.contains("Sequence");
-            const Json& body = is_special ? item["SpecialToken"] : is_text ? item["Sequence"] : item;
-            if ((!is_special && !is_text) || !body.is_object() || !body.contains("id") || !body["id"].is_string()) {
-              return field_error(where, "an item is neither a SpecialToken nor a Sequence");
-            }
-            TemplateItem entry;
-            entry.type_id = body.contains("type_id") && body["type_id"].is_number_integer()
-                                ? body["type_id"].get<std::int32_t>()
-                                : 0;
-            const std::string id = body["id"].get<std::string>();
-            if (is_text) {
-              if ((id != "A" && id != "B") || (id == "B" && texts < 2)) {
-                return field_error(where, fmt::format("sequence '{}' is not A{}", detail::clip_for_message(id),
-                                                      texts < 2 ? "" : " or B"));
-              }
-              entry.sequence = id == "A" ? 0 : 1;
-              seen |= 1 << entry.sequence;
-            } else {
-              const auto special = specials != step->end() && specials->is_object() ? specials->find(id)
-                                                                                      : Json::const_iterator();
-              if (specials == step->end() || !specials->is_object() || special == specials->end() ||
-                  !special->contains("ids") || !(*special)["ids"].is_array() || (*special)["ids"].empty()) {
-                return field_error(where, fmt::format("special '{}' is not in special_tokens with its ids",
-                                                      detail::clip_for_message(id)));
-              }
-              for (const Json& n : (*special)["ids"]) {
-                if (!n.is_number_integer()) return field_error(where, "a special token's ids are not integers");
-                entry.ids.push_back(n.get<std::int32_t>());
-              }
-            }
-            out.push_back(std::move(entry));
-          }
-          if (seen != (texts == 2 ? 3 : 1)) return field_error(where, "does not hold each text once");
-          return Status::ok();
-        };
-        if (Status s = layout("single", t.single_, 1); !s.is_ok()) return fail(s);
-        if (Status s = layout("pair", t.pair_, 2); !s.is_ok()) return fail(s);
-      } else {
-        return fail(field_error("post_processor",
-                                fmt::format("'{}' is not supported (RobertaProcessing, TemplateProcessing, ByteLevel, "
-                                            "a Sequence of those, null)",
-                                            detail::clip_for_message(type))));
-      }
-    }
+    if (Status s = t.read_post_processor(*post); !s.is_ok()) return fail(s);
   }
-
-  // added tokens: ids beyond the model's vocabulary extend it.
   if (const auto added = root.find("added_tokens"); added != root.end() && !added->is_null()) {
-    if (!added->is_array()) return fail(field_error("added_tokens", "expected a list"));
-    for (const Json& a : *added) {
-      if (!a.is_object() || !a.contains("id") || !a["id"].is_number_integer() || !a.contains("content") ||
-          !a["content"].is_string() || a["content"].get<std::string>().empty() || a["id"].get<std::int64_t>() < 0 ||
-          a["id"].get<std::int64_t>() > std::numeric_limits<std::int32_t>::max() / 2) {
-        return fail(field_error("added_tokens", "an entry needs an id and a non-empty content"));
-      }
-      if (flag(a, "single_word", false)) return fail(field_error("added_tokens.single_word", "only false is supported"));
-      AddedToken token;
-      token.content = a["content"].get<std::string>();
-      token.id = a["id"].get<std::int32_t>();
-      token.lstrip = flag(a, "lstrip", false);
-      token.rstrip = flag(a, "rstrip", false);
-      token.normalized = flag(a, "normalized", !flag(a, "special", false));
-      if (static_cast<std::size_t>(token.id) >= t.id_to_token_.size()) t.id_to_token_.resize(token.id + 1);
-      t.id_to_token_[static_cast<std::size_t>(token.id)] = token.content;
-      t.token_to_id_[token.content] = token.id;
-      t.added_.push_back(std::move(token));
-    }
+    if (Status s = t.read_added_tokens(*added); !s.is_ok()) return fail(s);
   }
   for (const auto* layout : {&t.single_, &t.pair_}) {
     for (const TemplateItem& item : *layout) {
@@ -401,7 +171,247 @@ Result<ByteLevelBpeTokenizer> ByteLevelBpeTokenizer::from_json_text(std::string_
   } else if (const auto pad = t.token_to_id_.find("<pad>"); pad != t.token_to_id_.end()) {
     t.pad_id_ = pad->second;
   }
+  // What trim_offsets takes off each token, counted once here rather than
+  // on every encode.
+  t.space_ends_.assign(t.id_to_token_.size(), {0, 0});
+  for (std::size_t id = 0; id < t.id_to_token_.size(); ++id) {
+    std::vector<std::int32_t> cps;
+    const std::string& token = t.id_to_token_[id];
+    for (std::size_t at = 0; at < token.size();) {
+      std::size_t length = 0;
+      cps.push_back(decode_at(token, at, length));
+      at += length;
+    }
+    auto spacey = [](std::int32_t c) { return c == kSpaceSymbol || is_white_space(c); };
+    std::uint32_t leading = 0, trailing = 0;
+    while (leading < cps.size() && spacey(cps[leading])) ++leading;
+    while (trailing < cps.size() && spacey(cps[cps.size() - 1 - trailing])) ++trailing;
+    t.space_ends_[id] = {leading, trailing};
+  }
   return t;
+}
+
+Status ByteLevelBpeTokenizer::read_model(const Json& model) {
+  for (const char* unsupported : {"continuing_subword_prefix", "end_of_word_suffix"}) {
+    const auto it = model.find(unsupported);
+    if (it != model.end() && !it->is_null() && !(it->is_string() && it->get<std::string>().empty())) {
+      return field_error(std::string("model.") + unsupported, "not supported for byte-level BPE");
+    }
+  }
+  if (Status s = require_flag(model, "byte_fallback", "model", false); !s.is_ok()) return s;
+  if (const auto dropout = model.find("dropout"); dropout != model.end() && !dropout->is_null()) {
+    return field_error("model.dropout", "only null (no dropout at inference) is supported");
+  }
+  fuse_unk_ = flag(model, "fuse_unk", false);
+  ignore_merges_ = flag(model, "ignore_merges", false);
+  const auto vocab = model.find("vocab");
+  if (vocab == model.end() || !vocab->is_object() || vocab->empty()) {
+    return field_error("model.vocab", "expected an object of token -> id");
+  }
+  if (vocab->size() > static_cast<std::size_t>(std::numeric_limits<std::int32_t>::max() / 2)) {
+    return field_error("model.vocab", "too large");
+  }
+  std::vector<std::string> by_id(vocab->size());
+  std::vector<bool> taken(vocab->size(), false);
+  for (const auto& [token, id] : vocab->items()) {
+    if (!id.is_number_integer() || id.get<std::int64_t>() < 0 ||
+        id.get<std::int64_t>() >= static_cast<std::int64_t>(vocab->size()) ||
+        taken[static_cast<std::size_t>(id.get<std::int64_t>())]) {
+      return field_error("model.vocab", fmt::format("token '{}' has an id that is not one of 0..{} once",
+                                                         detail::clip_for_message(token), vocab->size() - 1));
+    }
+    const auto index = static_cast<std::size_t>(id.get<std::int64_t>());
+    taken[index] = true;
+    by_id[index] = token;
+    token_to_id_.emplace(token, static_cast<std::int32_t>(index));
+  }
+  id_to_token_ = std::move(by_id);
+  const auto merges = model.find("merges");
+  if (merges == model.end() || !merges->is_array()) return field_error("model.merges", "expected a list");
+  std::int32_t rank = 0;
+  for (const Json& m : *merges) {
+    std::string left, right;
+    if (m.is_string()) {
+      const std::string line = m.get<std::string>();
+      const std::size_t space = line.find(' ');
+      if (space == std::string::npos || line.find(' ', space + 1) != std::string::npos) {
+        return field_error("model.merges", fmt::format("'{}' is not two tokens", detail::clip_for_message(line)));
+      }
+      left = line.substr(0, space);
+      right = line.substr(space + 1);
+    } else if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string()) {
+      left = m[0].get<std::string>();
+      right = m[1].get<std::string>();
+    } else {
+      return field_error("model.merges", "an entry is neither \"a b\" nor [\"a\", \"b\"]");
+    }
+    const auto a = token_to_id_.find(left), b = token_to_id_.find(right),
+               merged = token_to_id_.find(left + right);
+    if (a == token_to_id_.end() || b == token_to_id_.end() || merged == token_to_id_.end()) {
+      return field_error("model.merges", fmt::format("merge '{} {}' names a token outside the vocabulary",
+                                                          detail::clip_for_message(left),
+                                                          detail::clip_for_message(right)));
+    }
+    // A pair listed twice keeps its first (lowest) rank.
+    merges_.try_emplace(pair_key(a->second, b->second), rank, merged->second);
+    ++rank;
+  }
+  if (const auto unk = model.find("unk_token"); unk != model.end() && !unk->is_null()) {
+    if (!unk->is_string() || !token_to_id_.count(unk->get<std::string>())) {
+      return field_error("model.unk_token", "not a token of the vocabulary");
+    }
+    unk_id_ = token_to_id_.at(unk->get<std::string>());
+  }
+  byte_ids_.assign(256, -1);
+  for (std::size_t b = 0; b < 256; ++b) {
+    std::string symbol;
+    append_utf8(symbol, byte_symbol(static_cast<unsigned char>(b)));
+    if (const auto it = token_to_id_.find(symbol); it != token_to_id_.end()) byte_ids_[b] = it->second;
+  }
+  return Status::ok();
+}
+
+Status ByteLevelBpeTokenizer::read_pre_tokenizer(const Json& root) {
+  // ByteLevel, alone or as the only member of a Sequence
+  const auto pre = root.find("pre_tokenizer");
+  const Json* byte_level = nullptr;
+  if (pre != root.end() && pre->is_object()) {
+    if (pre->value("type", "") == "ByteLevel") {
+      byte_level = &*pre;
+    } else if (pre->value("type", "") == "Sequence") {
+      const auto members = pre->find("pretokenizers");
+      if (members != pre->end() && members->is_array() && members->size() == 1 && (*members)[0].is_object() &&
+          (*members)[0].value("type", "") == "ByteLevel") {
+        byte_level = &(*members)[0];
+      }
+    }
+  }
+  if (!byte_level) return field_error("pre_tokenizer", "expected ByteLevel");
+  add_prefix_space_ = flag(*byte_level, "add_prefix_space", false);
+  use_regex_ = flag(*byte_level, "use_regex", true);
+  return Status::ok();
+}
+
+// A TemplateProcessing layout ("single" or "pair"): its specials, with the
+// ids special_tokens gives them, and the texts it places (A, and B in a pair).
+Status ByteLevelBpeTokenizer::read_layout(const Json& step, const char* field, int texts,
+                                          std::vector<TemplateItem>& out) {
+  const auto it = step.find(field);
+  const std::string where = std::string("post_processor.") + field;
+  if (it == step.end() || !it->is_array()) return field_error(where, "expected a list");
+  const auto specials = step.find("special_tokens");
+  out.clear();
+  int seen = 0;
+  for (const Json& item : *it) {
+    const bool is_special = item.is_object() && item.contains("SpecialToken");
+    const bool is_text = item.is_object() && item.contains("Sequence");
+    const Json& body = is_special ? item["SpecialToken"] : is_text ? item["Sequence"] : item;
+    if ((!is_special && !is_text) || !body.is_object() || !body.contains("id") || !body["id"].is_string()) {
+      return field_error(where, "an item is neither a SpecialToken nor a Sequence");
+    }
+    TemplateItem entry;
+    entry.type_id = body.contains("type_id") && body["type_id"].is_number_integer() ? body["type_id"].get<std::int32_t>()
+                                                                                   : 0;
+    const std::string id = body["id"].get<std::string>();
+    if (is_text) {
+      if ((id != "A" && id != "B") || (id == "B" && texts < 2)) {
+        return field_error(where, fmt::format("sequence '{}' is not A{}", detail::clip_for_message(id),
+                                              texts < 2 ? "" : " or B"));
+      }
+      entry.sequence = id == "A" ? 0 : 1;
+      seen |= 1 << entry.sequence;
+      out.push_back(std::move(entry));
+      continue;
+    }
+    const bool listed = specials != step.end() && specials->is_object() && specials->contains(id);
+    const Json* special = listed ? &(*specials)[id] : nullptr;
+    if (!special || !special->contains("ids") || !(*special)["ids"].is_array() || (*special)["ids"].empty()) {
+      return field_error(where, fmt::format("special '{}' is not in special_tokens with its ids",
+                                            detail::clip_for_message(id)));
+    }
+    for (const Json& n : (*special)["ids"]) {
+      if (!n.is_number_integer()) return field_error(where, "a special token's ids are not integers");
+      entry.ids.push_back(n.get<std::int32_t>());
+    }
+    out.push_back(std::move(entry));
+  }
+  if (seen != (texts == 2 ? 3 : 1)) return field_error(where, "does not hold each text once");
+  return Status::ok();
+}
+
+namespace {
+
+// RobertaProcessing's "cls" or "sep": [token, id].
+Status read_roberta_special(const Json& step, const char* field, std::int32_t& id) {
+  const auto it = step.find(field);
+  if (it == step.end() || !it->is_array() || it->size() != 2 || !(*it)[0].is_string() ||
+      !(*it)[1].is_number_integer()) {
+    return field_error(std::string("post_processor.") + field, "expected [token, id]");
+  }
+  id = (*it)[1].get<std::int32_t>();
+  return Status::ok();
+}
+
+}  // namespace
+
+Status ByteLevelBpeTokenizer::read_post_processor(const Json& post) {
+  std::vector<const Json*> steps;
+  if (post.is_object() && post.value("type", "") == "Sequence" && post.contains("processors") &&
+      post["processors"].is_array()) {
+    for (const Json& step : post["processors"]) steps.push_back(&step);
+  } else {
+    steps.push_back(&post);
+  }
+  bool laid_out = false;
+  for (const Json* step : steps) {
+    const std::string type = step->is_object() ? step->value("type", "") : "";
+    if (type == "ByteLevel" || type == "RobertaProcessing") {
+      trim_offsets_ = flag(*step, "trim_offsets", true);
+      post_add_prefix_space_ = flag(*step, "add_prefix_space", true);
+      if (type == "ByteLevel") continue;
+    }
+    if (laid_out) return field_error("post_processor", "more than one layout of special tokens");
+    laid_out = true;
+    if (type == "RobertaProcessing") {
+      std::int32_t cls = -1, sep = -1;
+      if (Status s = read_roberta_special(*step, "cls", cls); !s.is_ok()) return s;
+      if (Status s = read_roberta_special(*step, "sep", sep); !s.is_ok()) return s;
+      single_ = {{-1, {cls}, 0}, {0, {}, 0}, {-1, {sep}, 0}};
+      pair_ = {{-1, {cls}, 0}, {0, {}, 0}, {-1, {sep}, 0}, {-1, {sep}, 0}, {1, {}, 0}, {-1, {sep}, 0}};
+    } else if (type == "TemplateProcessing") {
+      if (Status s = read_layout(*step, "single", 1, single_); !s.is_ok()) return s;
+      if (Status s = read_layout(*step, "pair", 2, pair_); !s.is_ok()) return s;
+    } else {
+      return field_error("post_processor",
+                         fmt::format("'{}' is not supported (RobertaProcessing, TemplateProcessing, ByteLevel, "
+                                     "a Sequence of those, null)",
+                                     detail::clip_for_message(type)));
+    }
+  }
+  return Status::ok();
+}
+
+Status ByteLevelBpeTokenizer::read_added_tokens(const Json& added) {
+  if (!added.is_array()) return field_error("added_tokens", "expected a list");
+  for (const Json& a : added) {
+    if (!a.is_object() || !a.contains("id") || !a["id"].is_number_integer() || !a.contains("content") ||
+        !a["content"].is_string() || a["content"].get<std::string>().empty() || a["id"].get<std::int64_t>() < 0 ||
+        a["id"].get<std::int64_t>() > std::numeric_limits<std::int32_t>::max() / 2) {
+      return field_error("added_tokens", "an entry needs an id and a non-empty content");
+    }
+    if (flag(a, "single_word", false)) return field_error("added_tokens.single_word", "only false is supported");
+    AddedToken token;
+    token.content = a["content"].get<std::string>();
+    token.id = a["id"].get<std::int32_t>();
+    token.lstrip = flag(a, "lstrip", false);
+    token.rstrip = flag(a, "rstrip", false);
+    token.normalized = flag(a, "normalized", !flag(a, "special", false));
+    if (static_cast<std::size_t>(token.id) >= id_to_token_.size()) id_to_token_.resize(token.id + 1);
+    id_to_token_[static_cast<std::size_t>(token.id)] = token.content;
+    token_to_id_[token.content] = token.id;
+    added_.push_back(std::move(token));
+  }
+  return Status::ok();
 }
 
 Result<ByteLevelBpeTokenizer> ByteLevelBpeTokenizer::from_vocab_and_merges(const std::string& vocab_json_path,
@@ -474,7 +484,7 @@ Result<ByteLevelBpeTokenizer> ByteLevelBpeTokenizer::from_vocab_and_merges(const
       {"model", {{"type", "BPE"}, {"dropout", nullptr}, {"unk_token", nullptr}, {"fuse_unk", false},
                  {"vocab", *vocab}, {"merges", merges}}},
   };
-  return from_json_text(json.dump(), fmt::format("vocab.json '{}' and merges.txt '{}'", vocab_json_path, merges_path));
+  return from_json(json, fmt::format("vocab.json '{}' and merges.txt '{}'", vocab_json_path, merges_path));
 }
 
 std::int32_t ByteLevelBpeTokenizer::token_to_id(std::string_view token) const {
@@ -490,14 +500,13 @@ const std::string& ByteLevelBpeTokenizer::id_to_token(std::int32_t id) const {
 }
 
 // Cuts the added tokens of one pass (those matched on the raw text, or
-// those matched after normalization) out of [from, to): leftmost first,
-// the longest at a position; lstrip and rstrip take the white space beside
-// a match, never reaching back past the previous one. `rest` lists the
-// stretches left, in order, with an empty (stop, stop) where each token of
-// `out` sits among them.
+// those matched after normalization) out of [from, to), leftmost first,
+// the longest at a position, appending to `out` the stretches between them
+// and the tokens themselves, in order. lstrip and rstrip take the white
+// space beside a match (never reaching back past the previous one); it is
+// then in no segment at all, as the library reports it.
 void ByteLevelBpeTokenizer::split_added(std::string_view text, std::size_t from, std::size_t to, bool normalized_pass,
-                                        std::vector<Piece>& out,
-                                        std::vector<std::pair<std::size_t, std::size_t>>& rest) const {
+                                        std::vector<Segment>& out) const {
   std::size_t start_offset = from;
   for (std::size_t at = from; at < to;) {
     const AddedToken* best = nullptr;
@@ -530,15 +539,12 @@ void ByteLevelBpeTokenizer::split_added(std::string_view text, std::size_t from,
         stop += length;
       }
     }
-    if (start_offset < start) rest.emplace_back(start_offset, start);
-    // The token's offsets are its own text: the white space it took is in
-    // no token at all, as the library reports it.
+    if (start_offset < start) out.push_back({-1, start_offset, start});
     out.push_back({best->id, at, at + best->content.size()});
-    rest.emplace_back(stop, stop);  // marks where the added token sits among the rest
     start_offset = stop;
     at = stop;
   }
-  if (start_offset < to) rest.emplace_back(start_offset, to);
+  if (start_offset < to) out.push_back({-1, start_offset, to});
 }
 
 void ByteLevelBpeTokenizer::bpe_word(const std::vector<std::int32_t>& symbols,
@@ -582,20 +588,18 @@ void ByteLevelBpeTokenizer::bpe_word(const std::vector<std::int32_t>& symbols,
 void ByteLevelBpeTokenizer::bpe_piece(std::string_view text, std::size_t begin, std::size_t end,
                                       std::vector<Piece>& out) const {
   if (begin == end) return;
-  static constexpr std::string_view kSpace = " ";
   std::vector<Char> chars;
   for (std::size_t at = begin; at < end;) {
     std::size_t length = 0;
     const std::int32_t c = decode_at(text, at, length);
-    chars.push_back({c, at, at + length, at, at + length});
+    chars.push_back({c, at, at + length});
     at += length;
   }
-  bool prepended = false;
-  if (add_prefix_space_ && chars.front().code_point != ' ') {
-    // The space stands for the first character's bytes, as Hugging Face
+  const bool prepended = add_prefix_space_ && chars.front().code_point != ' ';
+  if (prepended) {
+    // The space stands at the first character's start, as Hugging Face
     // aligns a prepended character.
-    chars.insert(chars.begin(), Char{' ', chars.front().begin, chars.front().begin, 0, 1});
-    prepended = true;
+    chars.insert(chars.begin(), Char{' ', chars.front().begin, chars.front().begin});
   }
   std::vector<std::pair<std::size_t, std::size_t>> words;
   if (use_regex_) {
@@ -606,17 +610,22 @@ void ByteLevelBpeTokenizer::bpe_piece(std::string_view text, std::size_t begin, 
   for (const auto& [first, last] : words) {
     std::vector<std::int32_t> symbols;
     std::vector<std::pair<std::size_t, std::size_t>> spans;
-    std::string whole;
     for (std::size_t i = first; i < last; ++i) {
       const Char& c = chars[i];
-      const std::string_view bytes = prepended && i == 0 ? kSpace : text.substr(c.utf8_begin, c.utf8_end - c.utf8_begin);
+      const std::string_view bytes = prepended && i == 0 ? std::string_view(" ") : text.substr(c.begin, c.end - c.begin);
       for (const char b : bytes) {
         symbols.push_back(byte_ids_[static_cast<unsigned char>(b)]);
         spans.emplace_back(c.begin, c.end);
-        append_utf8(whole, byte_symbol(static_cast<unsigned char>(b)));
       }
     }
     if (ignore_merges_) {
+      // A word the vocabulary holds whole is one token, merges or not.
+      std::string whole;
+      for (std::size_t i = first; i < last; ++i) {
+        const std::string_view bytes =
+            prepended && i == 0 ? std::string_view(" ") : text.substr(chars[i].begin, chars[i].end - chars[i].begin);
+        for (const char b : bytes) append_utf8(whole, byte_symbol(static_cast<unsigned char>(b)));
+      }
       if (const auto it = token_to_id_.find(whole); it != token_to_id_.end()) {
         out.push_back({it->second, spans.front().first, spans.back().second});
         continue;
@@ -633,26 +642,22 @@ Result<std::vector<ByteLevelBpeTokenizer::Piece>> ByteLevelBpeTokenizer::pieces(
   // Added tokens matched on the raw text, then those matched after
   // normalization (the same text here: there is no normalizer) in what is
   // left; every other stretch goes through ByteLevel and BPE.
-  std::vector<Piece> specials;
-  std::vector<std::pair<std::size_t, std::size_t>> raw_rest;
-  split_added(text, 0, text.size(), /*normalized_pass=*/false, specials, raw_rest);
+  std::vector<Segment> raw;
+  split_added(text, 0, text.size(), /*normalized_pass=*/false, raw);
   std::vector<Piece> out;
-  std::size_t next_special = 0;
-  for (const auto& [from, to] : raw_rest) {
-    if (from == to) {  // where an added token of the first pass sits
-      if (next_special < specials.size()) out.push_back(specials[next_special++]);
+  for (const Segment& r : raw) {
+    if (r.added_id >= 0) {
+      out.push_back({r.added_id, r.begin, r.end});
       continue;
     }
-    std::vector<Piece> second;
-    std::vector<std::pair<std::size_t, std::size_t>> rest;
-    split_added(text, from, to, /*normalized_pass=*/true, second, rest);
-    std::size_t next = 0;
-    for (const auto& [a, b] : rest) {
-      if (a == b) {
-        if (next < second.size()) out.push_back(second[next++]);
-        continue;
+    std::vector<Segment> segments;
+    split_added(text, r.begin, r.end, /*normalized_pass=*/true, segments);
+    for (const Segment& g : segments) {
+      if (g.added_id >= 0) {
+        out.push_back({g.added_id, g.begin, g.end});
+      } else {
+        bpe_piece(text, g.begin, g.end, out);
       }
-      bpe_piece(text, a, b, out);
     }
   }
   if (trim_offsets_) {
@@ -660,21 +665,11 @@ Result<std::vector<ByteLevelBpeTokenizer::Piece>> ByteLevelBpeTokenizer::pieces(
     // space added before the first word (Hugging Face's process_offsets).
     for (std::size_t i = 0; i < out.size(); ++i) {
       Piece& p = out[i];
-      const std::string& token = id_to_token(p.id);
-      std::size_t leading = 0, trailing = 0;
-      std::vector<std::int32_t> cps;
-      for (std::size_t at = 0; at < token.size();) {
-        std::size_t length = 0;
-        cps.push_back(decode_at(token, at, length));
-        at += length;
-      }
-      auto spacey = [](std::int32_t c) { return c == kSpaceSymbol || is_white_space(c); };
-      while (leading < cps.size() && spacey(cps[leading])) ++leading;
-      while (trailing < cps.size() && spacey(cps[cps.size() - 1 - trailing])) ++trailing;
+      auto [leading, trailing] = space_ends_[static_cast<std::size_t>(p.id)];
       if (leading == 0 && trailing == 0) continue;
       if (leading > 0 && (i == 0 || p.begin == 0) && post_add_prefix_space_ && leading == 1) leading = 0;
-      p.begin = std::min(p.begin + leading, p.end);
-      p.end = p.end >= trailing ? std::max(p.end - trailing, p.begin) : p.begin;
+      p.begin = std::min<std::size_t>(p.begin + leading, p.end);
+      p.end = p.end >= trailing ? std::max<std::size_t>(p.end - trailing, p.begin) : p.begin;
     }
   }
   return out;

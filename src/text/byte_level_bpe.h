@@ -28,6 +28,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "rapidqa/status.h"
 #include "text/tokenizer.h"
 
@@ -40,6 +42,9 @@ class ByteLevelBpeTokenizer final : public Tokenizer {
   // 128 MiB, JSON nested more than 64 deep or naming a key twice.
   static Result<ByteLevelBpeTokenizer> from_tokenizer_json(const std::string& path);
   static Result<ByteLevelBpeTokenizer> from_json_text(std::string_view json, const std::string& source);
+  // The same from a tokenizer.json already parsed (bounded, as
+  // detail::parse_json_bounded parses); `source` names it in messages.
+  static Result<ByteLevelBpeTokenizer> from_json(const nlohmann::json& root, const std::string& source);
   // RoBERTa's files without a tokenizer.json: vocab.json (token -> id) and
   // merges.txt (one "a b" per line after a "#version" line), set up as
   // Hugging Face converts them (RobertaTokenizerFast): <s> text </s>, a
@@ -48,8 +53,8 @@ class ByteLevelBpeTokenizer final : public Tokenizer {
   static Result<ByteLevelBpeTokenizer> from_vocab_and_merges(const std::string& vocab_json_path,
                                                              const std::string& merges_path,
                                                              std::string_view tokenizer_config_json);
-  // Whether a tokenizer.json's model is BPE (to pick the reader).
-  static bool is_bpe_json(std::string_view json);
+  // Whether a parsed tokenizer.json's model is BPE (to pick the reader).
+  static bool is_bpe(const nlohmann::json& root);
 
   struct Piece {
     std::int32_t id = 0;
@@ -82,9 +87,21 @@ class ByteLevelBpeTokenizer final : public Tokenizer {
     std::int32_t type_id = 0;
   };
 
+  // A stretch of text: an added token (its id) or text for BPE (-1).
+  struct Segment {
+    std::int32_t added_id = -1;
+    std::size_t begin = 0, end = 0;  // the added token's own text, or the stretch
+  };
+
   ByteLevelBpeTokenizer() = default;
+  // Parts of from_json, each for one section of tokenizer.json.
+  Status read_model(const nlohmann::json& model);
+  Status read_pre_tokenizer(const nlohmann::json& root);
+  Status read_post_processor(const nlohmann::json& post);
+  Status read_added_tokens(const nlohmann::json& added);
+  static Status read_layout(const nlohmann::json& step, const char* field, int texts, std::vector<TemplateItem>& out);
   void split_added(std::string_view text, std::size_t from, std::size_t to, bool normalized_pass,
-                   std::vector<Piece>& out, std::vector<std::pair<std::size_t, std::size_t>>& rest) const;
+                   std::vector<Segment>& out) const;
   void bpe_piece(std::string_view text, std::size_t begin, std::size_t end, std::vector<Piece>& out) const;
   void bpe_word(const std::vector<std::int32_t>& symbols, const std::vector<std::pair<std::size_t, std::size_t>>& spans,
                 std::vector<Piece>& out) const;
@@ -96,6 +113,9 @@ class ByteLevelBpeTokenizer final : public Tokenizer {
   std::unordered_map<std::uint64_t, std::pair<std::int32_t, std::int32_t>> merges_;  // (left, right) -> (rank, merged)
   std::vector<std::int32_t> byte_ids_;  // byte -> id of its byte-level symbol, -1 when not in the vocabulary
   std::vector<AddedToken> added_;
+  // Per id, the 'Ġ' and white space characters its token starts and ends
+  // with: what trim_offsets takes off its offsets.
+  std::vector<std::pair<std::uint32_t, std::uint32_t>> space_ends_;
   std::int32_t unk_id_ = -1;
   bool fuse_unk_ = false;
   bool ignore_merges_ = false;

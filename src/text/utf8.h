@@ -29,5 +29,11 @@ bool is_cjk(std::int32_t code_point);
 bool is_punctuation(std::int32_t code_point);
 // Unicode Z* categories and ASCII white space.
 bool is_space(std::int32_t code_point);
+// Unicode's White_Space property (Rust's char::is_whitespace, and \s in the
+// regular expressions Hugging Face's tokenizers use): is_space plus U+0085.
+bool is_white_space(std::int32_t code_point);
+// Unicode general categories L* (letters) and N* (numbers): \p{L}, \p{N}.
+bool is_letter(std::int32_t code_point);
+bool is_number(std::int32_t code_point);
 
 }  // namespace rapidqa::text

@@ -847,14 +847,17 @@ Status read_added_tokens(const Json& root, JsonSettings& s) {
 }  // namespace
 
 Result<WordPieceTokenizer> WordPieceTokenizer::from_tokenizer_json(const std::string& path) {
+  auto text = detail::read_file_bounded(path, kMaxTokenizerJsonBytes, "tokenizer.json");
+  if (!text) return text.status();
+  auto parsed = detail::parse_json_bounded(text.value());
+  if (!parsed) {
+    return Status::invalid_argument(fmt::format("tokenizer.json '{}': {}", path, parsed.status().message()));
+  }
+  return from_tokenizer_json(parsed.value(), path);
+}
+
+Result<WordPieceTokenizer> WordPieceTokenizer::from_tokenizer_json(const Json& root, const std::string& path) {
   try {
-    auto text = detail::read_file_bounded(path, kMaxTokenizerJsonBytes, "tokenizer.json");
-    if (!text) return text.status();
-    auto parsed = detail::parse_json_bounded(text.value());
-    if (!parsed) {
-      return Status::invalid_argument(fmt::format("tokenizer.json '{}': {}", path, parsed.status().message()));
-    }
-    const Json& root = parsed.value();
     if (!root.is_object()) return Status::invalid_argument(fmt::format("tokenizer.json '{}' is not a JSON object", path));
     JsonSettings s;
     for (Status st : {read_model(root, s), read_normalizer(root, s), read_pre_tokenizer(root),

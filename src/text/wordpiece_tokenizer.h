@@ -18,6 +18,8 @@
 #include <utility>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "rapidqa/status.h"
 #include "text/tokenizer.h"
 
@@ -65,6 +67,9 @@ class WordPieceTokenizer final : public Tokenizer {
   // for anything that is not a BERT WordPiece set-up, for JSON nested more
   // than 64 deep or naming a key twice, and for a file over 128 MiB.
   static Result<WordPieceTokenizer> from_tokenizer_json(const std::string& path);
+  // The same from a tokenizer.json already parsed (bounded, as
+  // detail::parse_json_bounded parses); `path` names it in messages.
+  static Result<WordPieceTokenizer> from_tokenizer_json(const nlohmann::json& root, const std::string& path);
 
   // vocab[i] gets id i. Errors as from_vocab_file, with "index" for "line".
   static Result<WordPieceTokenizer> from_tokens(std::vector<std::string> vocab,
