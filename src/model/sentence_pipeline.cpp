@@ -79,14 +79,22 @@ Result<fs::path> module_dir(const fs::path& root, const std::string& path, const
   return dir;
 }
 
-Result<std::vector<Pooling>> read_pooling(const fs::path& dir, bool& include_prompt) {
-  const fs::path file = dir / "config.json";
+// A module folder's config.json, which the module needs.
+Result<json> module_config(const fs::path& file, const char* module) {
   auto config = read_object(file);
   if (!config) return config.status();
   if (!config->has_value() || !(*config)->is_object()) {
-    return Status::invalid_argument(fmt::format("{}: a Pooling module needs its config.json (an object)", file.string()));
+    return Status::invalid_argument(
+        fmt::format("{}: a {} module needs its config.json (an object)", file.string(), module));
   }
-  const json& j = **config;
+  return std::move(**config);
+}
+
+Result<std::vector<Pooling>> read_pooling(const fs::path& dir, bool& include_prompt) {
+  const fs::path file = dir / "config.json";
+  auto config = module_config(file, "Pooling");
+  if (!config) return config.status();
+  const json& j = config.value();
   if (const auto mode = j.find("pooling_mode"); mode != j.end() && !mode->is_null()) {
     // Written by no sentence-transformers version as a saved field, but
     // accepted by its constructor: refuse rather than ignore it.
@@ -132,12 +140,9 @@ Result<std::string> activation_of(const std::string& name, const fs::path& file)
 
 Result<DenseStage> read_dense(const fs::path& dir) {
   const fs::path file = dir / "config.json";
-  auto config = read_object(file);
+  auto config = module_config(file, "Dense");
   if (!config) return config.status();
-  if (!config->has_value() || !(*config)->is_object()) {
-    return Status::invalid_argument(fmt::format("{}: a Dense module needs its config.json (an object)", file.string()));
-  }
-  const json& j = **config;
+  const json& j = config.value();
   auto in = integer(j, file, "in_features", 1, kMaxDenseFeatures);
   if (!in) return in.status();
   auto out = integer(j, file, "out_features", 1, kMaxDenseFeatures);
