@@ -347,24 +347,6 @@ double zero_fraction(const model::TransformerLayer& l) {
   return total > 0 ? zeros / total : 0.0;
 }
 
-std::size_t file_size_or_zero(const fs::path& p);
-
-// The bytes of a directory's weights, every shard of a sharded checkpoint
-// counted.
-std::size_t checkpoint_bytes(const std::string& model_dir) {
-  const auto file = model::find_checkpoint_file(model_dir);
-  if (!file) return 0;
-  if (fs::path(file.value()).extension() != ".json") return file_size_or_zero(file.value());
-  std::size_t bytes = 0;
-  std::error_code ec;
-  const std::string stem = fs::path(file.value()).filename().string();
-  const std::string shard_prefix = stem.substr(0, stem.find('.')) + "-";  // model-00001-of-00002.safetensors
-  for (const auto& entry : fs::directory_iterator(model_dir, ec)) {
-    if (entry.path().filename().string().rfind(shard_prefix, 0) == 0) bytes += file_size_or_zero(entry.path());
-  }
-  return bytes;
-}
-
 std::size_t file_size_or_zero(const fs::path& p) {
   std::error_code ec;
   const auto size = fs::file_size(p, ec);
@@ -454,7 +436,7 @@ Result<PruningReport> prune_model(const std::string& model_dir, const std::strin
     PruningReport report;
     std::shared_ptr<TransformerModel> current = std::const_pointer_cast<TransformerModel>(bundle->model);
     report.parameters_before = current->parameter_count();
-    report.file_bytes_before = checkpoint_bytes(model_dir);
+    report.file_bytes_before = model::checkpoint_bytes(model_dir);
     auto base_metric = metric_of(current, tokenizer, *split);
     if (!base_metric) return base_metric.status();
     report.metric_before = base_metric.value();

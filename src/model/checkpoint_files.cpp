@@ -45,7 +45,8 @@ Result<fs::path> shard_path(const fs::path& dir, const std::string& name, const 
   return path;
 }
 
-Result<CheckpointTensors> read_sharded(const fs::path& index_path) {
+// A shard index's weight map as tensor names by shard file name.
+Result<std::map<std::string, std::set<std::string>>> read_weight_map(const fs::path& index_path) {
   const std::string index = index_path.string();
   auto text = detail::read_file_bounded(index, kMaxIndexBytes, "checkpoint index");
   if (!text) return text.status();
@@ -69,6 +70,14 @@ Result<CheckpointTensors> read_sharded(const fs::path& index_path) {
     return Status::invalid_argument(
         fmt::format("{}: names {} shards (at most {})", index, names_by_shard.size(), kMaxShards));
   }
+  return names_by_shard;
+}
+
+Result<CheckpointTensors> read_sharded(const fs::path& index_path) {
+  const std::string index = index_path.string();
+  auto weight_map = read_weight_map(index_path);
+  if (!weight_map) return weight_map.status();
+  const auto& names_by_shard = weight_map.value();
   const bool safetensors_index = index_path.filename().string().rfind("model.safetensors", 0) == 0;
   CheckpointTensors out;
   out.source = index;
@@ -132,6 +141,27 @@ Result<std::map<std::string, at::Tensor>> read_weight_file(const std::string& pa
     tensors.emplace(name, std::move(tensor).value());
   }
   return tensors;
+}
+
+std::uint64_t checkpoint_bytes(const std::string& model_dir) {
+  const auto file = find_checkpoint_file(model_dir);
+  if (!file) return 0;
+  const fs::path path(file.value());
+  std::error_code ec;
+  if (path.extension() != ".json") {
+    const auto size = fs::file_size(path, ec);
+    return ec ? 0 : size;
+  }
+  const auto weight_map = read_weight_map(path);
+  if (!weight_map) return 0;
+  std::uint64_t bytes = 0;
+  for (const auto& [shard, names] : weight_map.value()) {
+    auto shard_file = shard_path(path.parent_path(), shard, path.string());
+    if (!shard_file) continue;
+    const auto size = fs::file_size(*shard_file, ec);
+    if (!ec) bytes += size;
+  }
+  return bytes;
 }
 
 Result<CheckpointTensors> read_checkpoint_tensors(const std::string& model_dir) {

@@ -19,6 +19,7 @@
 
 #include <ATen/Tensor.h>
 
+#include <cstdint>
 #include <map>
 #include <string>
 #include <vector>
@@ -44,6 +45,10 @@ Result<std::string> find_checkpoint_file(const std::string& model_dir);
 // directory holds no checkpoint; kDataLoss or kInvalidArgument naming the
 // file and the tensor otherwise.
 Result<CheckpointTensors> read_checkpoint_tensors(const std::string& model_dir);
+
+// The bytes of the directory's weights on disk, every shard its index names
+// counted; 0 when there are none (for reports, not checks).
+std::uint64_t checkpoint_bytes(const std::string& model_dir);
 
 // Every tensor of one file: .safetensors by its name, anything else as a
 // PyTorch zip archive (torch.save or torch.jit.save).
