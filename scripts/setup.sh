@@ -50,7 +50,6 @@ core_packages=(
   catch2
   libwebsockets-dev libnghttp2-dev libgrpc++-dev protobuf-compiler protobuf-compiler-grpc
   curl openssl nghttp2-client python3-websockets python3-grpcio
-  nodejs npm
 )
 model_packages=(
   libtorch-dev libdnnl-dev ocl-icd-opencl-dev opencl-c-headers
@@ -67,6 +66,14 @@ missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
+# node and npm: any that are already on the PATH serve (a node from another
+# source, such as NodeSource's, bundles its own npm and conflicts with
+# Debian's npm package); otherwise Debian's.
+if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+  for p in nodejs npm; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+fi
 if ((${#missing[@]})); then
   echo "==> installing ${#missing[@]} missing packages: ${missing[*]}"
   sudo_cmd=()
