@@ -33,6 +33,9 @@ find_package(CURL REQUIRED)
 find_package(simdjson REQUIRED)
 # hiredis ships a pkg-config file but no CMake config on Debian 12.
 find_package(PkgConfig REQUIRED)
+# Oniguruma (libonig-dev): the regular expressions of tokenizer.json's Split
+# and Replace steps, in the engine Hugging Face's tokenizers library uses.
+pkg_check_modules(ONIGURUMA REQUIRED IMPORTED_TARGET oniguruma)
 set(RAPIDQA_REDIS_LIBRARIES)
 if(RAPIDQA_WITH_REDIS)
   pkg_check_modules(HIREDIS IMPORTED_TARGET hiredis)
@@ -89,7 +92,7 @@ endif()
 separate_arguments(RAPIDQA_TORCH_CXX_FLAGS UNIX_COMMAND "${TORCH_CXX_FLAGS}")
 
 set(RAPIDQA_CORE_DEPS
-  faiss fmt::fmt nlohmann_json::nlohmann_json utf8proc::utf8proc ${RAPIDQA_REDIS_LIBRARIES}
+  faiss fmt::fmt nlohmann_json::nlohmann_json utf8proc::utf8proc PkgConfig::ONIGURUMA ${RAPIDQA_REDIS_LIBRARIES}
   ${RAPIDQA_POSTGRES_LIBRARIES} OpenSSL::Crypto
   SQLite::SQLite3 CURL::libcurl simdjson::simdjson ${RAPIDQA_GRPC_CLIENT_LIBRARIES} OpenMP::OpenMP_CXX ${BLAS_LIBRARIES}
   Threads::Threads)

@@ -1,8 +1,9 @@
-// rapidqa's byte-level BPE against Hugging Face's tokenizers library: the
-// fixture (tests/reference/tokenizer_parity.js, run under node with the
-// npm package "tokenizers") builds the tokenizers and writes what the
-// library makes of every FAQ text and 100,000 random and adversarial
-// strings; every one must give the same ids and the same offsets here.
+// rapidqa's tokenizers against Hugging Face's tokenizers library: the
+// fixtures (tests/reference/tokenizer_parity.js and tokenizer_pipelines.js,
+// run under node with the npm package "tokenizers") build and train the
+// tokenizers and write what the library makes of every FAQ text and
+// 100,000 random and adversarial strings; every one must give the same ids
+// and the same offsets here, and pairs the same layout and type ids.
 #include <catch2/catch.hpp>
 
 #include <fstream>
@@ -13,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "text/byte_level_bpe.h"
+#include "text/pipeline_tokenizer.h"
 
 namespace {
 
@@ -27,7 +29,9 @@ std::size_t code_points_before(const std::string& text, std::size_t byte) {
   return count;
 }
 
-void check_parity(const std::string& name, const rapidqa::Result<rapidqa::text::ByteLevelBpeTokenizer>& tokenizer) {
+template <typename T>
+void check_parity(const std::string& name, const rapidqa::Result<T>& tokenizer) {
+  INFO(name << (tokenizer.is_ok() ? "" : ": " + tokenizer.status().message()));
   REQUIRE(tokenizer.is_ok());
   std::ifstream in(kParity + "/" + name + "/expected.jsonl");
   REQUIRE(in);
@@ -37,6 +41,7 @@ void check_parity(const std::string& name, const rapidqa::Result<rapidqa::text::
     const auto expected = nlohmann::json::parse(line);
     const std::string text = expected.at("text");
     auto encoded = tokenizer->encode(text, 1u << 20);
+    INFO(nlohmann::json(text).dump() << (encoded.is_ok() ? "" : ": " + encoded.status().message()));
     REQUIRE(encoded.is_ok());
     const auto ids = expected.at("ids").get<std::vector<std::int32_t>>();
     std::vector<std::vector<std::size_t>> offsets;
@@ -57,6 +62,50 @@ void check_parity(const std::string& name, const rapidqa::Result<rapidqa::text::
   CHECK(lines > 100000);
   CHECK(id_differences == 0);
   CHECK(offset_differences == 0);
+}
+
+// Pairs: ids, type ids, which text each token came from, offsets.
+template <typename T>
+void check_pair_parity(const std::string& name, const rapidqa::Result<T>& tokenizer) {
+  REQUIRE(tokenizer.is_ok());
+  std::ifstream in(kParity + "/" + name + "/expected_pairs.jsonl");
+  REQUIRE(in);
+  std::size_t lines = 0, differences = 0;
+  std::ostringstream first;
+  for (std::string line; std::getline(in, line); ++lines) {
+    const auto expected = nlohmann::json::parse(line);
+    const std::string a = expected.at("text"), b = expected.at("pair");
+    auto encoded = tokenizer->encode_pair(a, b, 1u << 20);
+    REQUIRE(encoded.is_ok());
+    std::vector<std::vector<std::size_t>> offsets;
+    nlohmann::json sequence_ids = nlohmann::json::array();
+    for (std::size_t i = 0; i < encoded->offsets.size(); ++i) {
+      const std::string& text = encoded->sequence_ids[i] == 1 ? b : a;
+      offsets.push_back({code_points_before(text, encoded->offsets[i].first),
+                         code_points_before(text, encoded->offsets[i].second)});
+      if (encoded->sequence_ids[i] < 0) {
+        sequence_ids.push_back(nullptr);
+      } else {
+        sequence_ids.push_back(encoded->sequence_ids[i]);
+      }
+    }
+    const bool same = encoded->input_ids == expected.at("ids").get<std::vector<std::int32_t>>() &&
+                      encoded->token_type_ids == expected.at("type_ids").get<std::vector<std::int32_t>>() &&
+                      offsets == expected.at("offsets").get<std::vector<std::vector<std::size_t>>>() &&
+                      sequence_ids == expected.at("sequence_ids");
+    if (!same && ++differences <= 3) {
+      first << "pair " << nlohmann::json({a, b}).dump() << "\n  library " << line << "\n  rapidqa ids "
+            << nlohmann::json(encoded->input_ids).dump() << " types " << nlohmann::json(encoded->token_type_ids).dump()
+            << " offsets " << nlohmann::json(offsets).dump() << " sequences " << sequence_ids.dump() << "\n";
+    }
+  }
+  INFO(name << ": " << lines << " pairs; the first differences:\n" << first.str());
+  CHECK(lines >= 1000);
+  CHECK(differences == 0);
+}
+
+rapidqa::Result<rapidqa::text::PipelineTokenizer> pipeline(const std::string& name) {
+  return rapidqa::text::PipelineTokenizer::from_tokenizer_json(kParity + "/" + name + "/tokenizer.json");
 }
 
 rapidqa::Result<rapidqa::text::ByteLevelBpeTokenizer> from_json(const std::string& name) {
@@ -91,6 +140,46 @@ TEST_CASE("Byte-level BPE laid out by a TemplateProcessing gives the library's i
 TEST_CASE("Byte-level BPE with a prefix space as GPT-2 tokenizes gives the library's ids and offsets",
           "[tokenizer][parity]") {
   check_parity("gpt2", from_json("gpt2"));
+}
+
+TEST_CASE("WordPiece behind NFD Lowercase StripAccents Whitespace and Digits gives the library's ids and offsets",
+          "[tokenizer][parity]") {
+  check_parity("wordpiece", pipeline("wordpiece"));
+  check_pair_parity("wordpiece", pipeline("wordpiece"));
+}
+
+TEST_CASE("WordPiece behind BertNormalizer and BertPreTokenizer in MPNet's layout gives the library's ids and offsets",
+          "[tokenizer][parity]") {
+  check_parity("wordpiece-bert", pipeline("wordpiece-bert"));
+  check_pair_parity("wordpiece-bert", pipeline("wordpiece-bert"));
+}
+
+TEST_CASE("Unigram as XLM-RoBERTa ships it gives the library's ids and offsets", "[tokenizer][parity]") {
+  check_parity("unigram", pipeline("unigram"));
+  check_pair_parity("unigram", pipeline("unigram"));
+}
+
+TEST_CASE("Unigram with byte fallback and a first-piece Metaspace gives the library's ids and offsets",
+          "[tokenizer][parity]") {
+  check_parity("unigram-bytes", pipeline("unigram-bytes"));
+  check_pair_parity("unigram-bytes", pipeline("unigram-bytes"));
+}
+
+TEST_CASE("Sentencepiece-style BPE with byte fallback as Llama ships it gives the library's ids and offsets",
+          "[tokenizer][parity]") {
+  check_parity("spbpe", pipeline("spbpe"));
+  check_pair_parity("spbpe", pipeline("spbpe"));
+}
+
+TEST_CASE("BPE with an end-of-word suffix and a single-word added token gives the library's ids and offsets",
+          "[tokenizer][parity]") {
+  check_parity("bpe-suffix", pipeline("bpe-suffix"));
+  check_pair_parity("bpe-suffix", pipeline("bpe-suffix"));
+}
+
+TEST_CASE("The general pipeline reads the byte-level BPE files too and gives the library's ids and offsets",
+          "[tokenizer][parity]") {
+  for (const char* name : {"roberta", "gpt2", "template"}) check_parity(name, pipeline(name));
 }
 
 TEST_CASE("A byte-level BPE tokenizer.json outside what is read is refused with the field named", "[tokenizer]") {

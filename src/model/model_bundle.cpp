@@ -13,6 +13,7 @@
 #include "common/bounded_json.h"
 #include "model/model_runtime.h"
 #include "text/byte_level_bpe.h"
+#include "text/pipeline_tokenizer.h"
 #include "text/wordpiece_tokenizer.h"
 
 namespace rapidqa::model {
@@ -98,15 +99,34 @@ Result<ModelBundle> load_model_bundle(const std::string& model_dir, int lower_ca
     auto text = detail::read_file_bounded(tokenizer_json.string(), kMaxTokenizerJsonBytes, "tokenizer.json");
     if (text) parsed_json = detail::parse_json_bounded(text.value());
   }
-  if (parsed_json && text::ByteLevelBpeTokenizer::is_bpe(parsed_json.value())) {
-    if (lower_case >= 0) {
-      return Status::invalid_argument(
-          fmt::format("{}: lower_case applies to WordPiece vocabularies, not to a BPE tokenizer.json", model_dir));
+  if (parsed_json) {
+    // The readers made for BERT's WordPiece and byte-level BPE first (they
+    // are the fastest); any other tokenizer.json, or one with parts they do
+    // not take, goes through the general pipeline, whose refusal names the
+    // part it does not run.
+    const nlohmann::json& root = parsed_json.value();
+    const std::string source = fmt::format("tokenizer.json '{}'", tokenizer_json.string());
+    const bool is_bpe = text::ByteLevelBpeTokenizer::is_bpe(root);
+    const bool is_wordpiece = root.contains("model") && root["model"].is_object() &&
+                              root["model"].value("type", "") == "WordPiece";
+    if (lower_case >= 0 && !is_wordpiece) {
+      return Status::invalid_argument(fmt::format(
+          "{}: lower_case applies to WordPiece vocabularies, not to this tokenizer.json", model_dir));
     }
-    auto bpe = text::ByteLevelBpeTokenizer::from_json(parsed_json.value(),
-                                                      fmt::format("tokenizer.json '{}'", tokenizer_json.string()));
-    if (!bpe) return bpe.status();
-    tokenizer = std::make_shared<const text::ByteLevelBpeTokenizer>(std::move(bpe).value());
+    if (is_bpe) {
+      if (auto bpe = text::ByteLevelBpeTokenizer::from_json(root, source)) {
+        tokenizer = std::make_shared<const text::ByteLevelBpeTokenizer>(std::move(bpe).value());
+      }
+    } else if (is_wordpiece && lower_case < 0) {
+      if (auto wordpiece = text::WordPieceTokenizer::from_tokenizer_json(root, tokenizer_json.string())) {
+        tokenizer = std::make_shared<const text::WordPieceTokenizer>(std::move(wordpiece).value());
+      }
+    }
+    if (!tokenizer && !(is_wordpiece && lower_case >= 0)) {
+      auto general = text::PipelineTokenizer::from_json(root, tokenizer_json.string());
+      if (!general) return general.status();
+      tokenizer = std::make_shared<const text::PipelineTokenizer>(std::move(general).value());
+    }
   }
   const fs::path vocab_json = fs::path(model_dir) / "vocab.json", merges = fs::path(model_dir) / "merges.txt";
   if (!tokenizer && !fs::exists(vocab) && fs::exists(vocab_json) && fs::exists(merges)) {

@@ -22,6 +22,7 @@
 const fs = require('fs');
 const path = require('path');
 const tk = require('tokenizers');
+const { parityTexts } = require('./parity_texts');
 
 const [outDir, faqPath, countArg] = process.argv.slice(2);
 if (!outDir || !faqPath || outDir === '--help') {
@@ -37,36 +38,7 @@ fs.mkdirSync(outDir, { recursive: true });
 const corpus = path.join(outDir, 'corpus.txt');
 fs.writeFileSync(corpus, faqTexts.join('\n'));
 
-// A small deterministic generator (mulberry32).
-let seed = 1234;
-function random() {
-  seed = (seed + 0x6d2b79f5) | 0;
-  let t = seed;
-  t = Math.imul(t ^ (t >>> 15), t | 1);
-  t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-  return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-}
-const pick = (items) => items[Math.floor(random() * items.length)];
-const pieces = [
-  ...'abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789',
-  ' ', ' ', ' ', '  ', '   ', '\t', '\n', '\r\n', '\u00a0', '\u3000', '\u2028', '\u200b', '\u0085',
-  "'", "'s", "'t", "'re", "'ve", "'m", "'ll", "'d", "'S", '"', '.', ',', '!', '?', '-', '_', '(', ')', '#', '@',
-  'é', 'ü', 'ñ', 'ß', 'İ', 'ﬁ', 'e\u0301', 'a\u0308', '\u0301', '\u0323\u0301',
-  '中', '文', '如何', '重置', '密码', 'の', 'カタカナ', '한국어', 'Ελληνικά', 'кириллица', 'العربية', 'עברית', 'हिन्दी', 'ไทย',
-  '😀', '👍🏽', '👨‍👩‍👧', '🇯🇵', '❤️', '\u{1F600}\u{1F601}', '𝔘𝔫𝔦𝔠𝔬𝔡𝔢',
-  '\u0000', '\u0001', '\u001f', '\u007f', '\ufeff', '\ufffd', '\u{10ffff}', '\u{e000}',
-  '٣', '½', '²', 'Ⅻ', '१२३',
-  '<s>', '</s>', '<pad>', '<unk>', '<mask>', ' <mask>', '<mask> ', '  <mask>', '<s', 'mask>',
-  'password', ' password', 'order', ' reset', 'How', ' do', ' I',
-];
-function randomText() {
-  const n = 1 + Math.floor(random() * 12);
-  let s = '';
-  for (let i = 0; i < n; ++i) s += pick(pieces);
-  return s;
-}
-const texts = [...faqTexts, '', ' ', '  ', 'a', ' a', 'a ', "it's", " it's", '<mask>', ' <mask> '];
-for (let i = 0; i < randomCount; ++i) texts.push(randomText());
+const texts = parityTexts(faqTexts, randomCount);
 
 // Train once on the FAQ; the JSON it saves is then rewritten into each
 // variant, so both share the merges.
