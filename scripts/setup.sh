@@ -44,7 +44,7 @@ case "$components" in core|all) ;; *) echo "RAPIDQA_COMPONENTS must be core or a
 core_packages=(
   build-essential cmake ninja-build ccache pkg-config git binutils
   libfaiss-dev libopenblas0-pthread libopenblas-dev liblapack-dev
-  libfmt-dev nlohmann-json3-dev libutf8proc-dev libonig-dev libhiredis-dev redis-server libssl-dev libsqlite3-dev sqlite3
+  libfmt-dev nlohmann-json3-dev libutf8proc-dev libonig-dev python3-sentencepiece libhiredis-dev redis-server libssl-dev libsqlite3-dev sqlite3
   libcurl4-openssl-dev libsimdjson-dev
   libpq-dev postgresql-15
   catch2

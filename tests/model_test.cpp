@@ -7,6 +7,8 @@
 #undef CHECK
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 
@@ -21,6 +23,7 @@
 #include "rapidqa/reader.h"
 #include "rapidqa/transformer_encoder.h"
 #include "text/byte_level_bpe.h"
+#include "text/sentencepiece_tokenizer.h"
 #include "text/wordpiece_tokenizer.h"
 
 namespace fs = std::filesystem;
@@ -245,14 +248,21 @@ TEST_CASE("sentence-transformers directories give the vectors their modules make
 // A RoBERTa-family directory as users have it: the network and its
 // byte-level BPE tokenizer.json (built by Hugging Face's library in the
 // tokenizer fixture), the embeddings sized to that vocabulary.
-std::string roberta_with_bpe(const std::string& tag, const std::string& network, bool older_files = false) {
+std::string roberta_with_bpe(const std::string& tag, const std::string& network, bool older_files = false,
+                             bool sentencepiece = false) {
   auto tokenizer = rapidqa::text::ByteLevelBpeTokenizer::from_tokenizer_json(kTokenizers + "/roberta/tokenizer.json");
   REQUIRE(tokenizer.is_ok());
-  const auto vocab = static_cast<std::int64_t>(tokenizer->vocab_size());
+  const std::string spm_file = kTokenizers + "/spm-unigram/sentencepiece.bpe.model";
+  auto spm = rapidqa::text::SentencePieceTokenizer::from_model_file(
+      spm_file, rapidqa::text::SentencePieceTokenizer::Numbering::kFairseq);
+  REQUIRE(spm.is_ok());
+  const auto vocab = static_cast<std::int64_t>(sentencepiece ? spm->vocab_size() : tokenizer->vocab_size());
   const fs::path dir = fs::temp_directory_path() / ("rapidqa-bpe-" + tag);
   fs::remove_all(dir);
   fs::create_directories(dir);
-  if (older_files) {  // vocab.json and merges.txt, as RoBERTa checkpoints without a tokenizer.json have them
+  if (sentencepiece) {  // XLM-RoBERTa's sentencepiece.bpe.model alone
+    fs::copy_file(spm_file, dir / "sentencepiece.bpe.model");
+  } else if (older_files) {  // vocab.json and merges.txt, as RoBERTa checkpoints without a tokenizer.json have them
     fs::copy_file(kTokenizers + "/roberta/vocab.json", dir / "vocab.json");
     fs::copy_file(kTokenizers + "/roberta/merges.txt", dir / "merges.txt");
   } else {
@@ -272,6 +282,31 @@ std::string roberta_with_bpe(const std::string& tag, const std::string& network,
   tensors[word] = at::randn({vocab, tensors.at(word).size(1)}) * 0.5;
   REQUIRE(rapidqa::model::write_safetensors((dir / "model.safetensors").string(), tensors).is_ok());
   return dir.string();
+}
+
+TEST_CASE("An XLM-RoBERTa directory with only its sentencepiece.bpe.model encodes", "[model][tokenizer]") {
+  rapidqa::TransformerEncoderOptions options;
+  options.model_dir = roberta_with_bpe("sentencepiece", "roberta-tiny", false, /*sentencepiece=*/true);
+  auto encoder = rapidqa::TransformerEncoder::load(options);
+  INFO((encoder.is_ok() ? "" : encoder.status().message()));
+  REQUIRE(encoder.is_ok());
+  // fairseq's numbering: <s> the model's pieces one up </s>.
+  auto spm = rapidqa::text::SentencePieceTokenizer::from_model_file(
+      kTokenizers + "/spm-unigram/sentencepiece.bpe.model", rapidqa::text::SentencePieceTokenizer::Numbering::kModel);
+  REQUIRE(spm.is_ok());
+  const std::string question = "How do I reset my password?";
+  auto pieces = spm->pieces(question);
+  REQUIRE(pieces.is_ok());
+  std::vector<std::int32_t> expected{0};
+  for (const auto& p : *pieces) expected.push_back(p.id + 1);
+  expected.push_back(2);
+  auto ids = (*encoder)->token_ids({question});
+  REQUIRE(ids.is_ok());
+  CHECK(ids->front() == expected);
+  std::vector<float> vectors;
+  REQUIRE((*encoder)->encode({question, "reset password"}, vectors).is_ok());
+  CHECK(vectors.size() == 2 * (*encoder)->dimension());
+  CHECK(std::all_of(vectors.begin(), vectors.end(), [](float v) { return std::isfinite(v); }));
 }
 
 TEST_CASE("A RoBERTa directory with its byte-level BPE tokenizer.json encodes and answers", "[model][tokenizer]") {

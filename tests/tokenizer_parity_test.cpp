@@ -4,8 +4,11 @@
 // tokenizers and write what the library makes of every FAQ text and
 // 100,000 random and adversarial strings; every one must give the same ids
 // and the same offsets here, and pairs the same layout and type ids.
+// Sentencepiece model files are checked the same way against
+// python3-sentencepiece (tests/reference/sentencepiece_models.py).
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <fstream>
 #include <functional>
 #include <sstream>
@@ -15,6 +18,7 @@
 
 #include "text/byte_level_bpe.h"
 #include "text/pipeline_tokenizer.h"
+#include "text/sentencepiece_tokenizer.h"
 
 namespace {
 
@@ -110,6 +114,53 @@ rapidqa::Result<rapidqa::text::PipelineTokenizer> pipeline(const std::string& na
 
 rapidqa::Result<rapidqa::text::ByteLevelBpeTokenizer> from_json(const std::string& name) {
   return rapidqa::text::ByteLevelBpeTokenizer::from_tokenizer_json(kParity + "/" + name + "/tokenizer.json");
+}
+
+using rapidqa::text::SentencePieceTokenizer;
+
+rapidqa::Result<SentencePieceTokenizer> sentencepiece_model(const std::string& name, const std::string& file,
+                                                      SentencePieceTokenizer::Numbering numbering) {
+  return SentencePieceTokenizer::from_model_file(kParity + "/" + name + "/" + file, numbering);
+}
+
+// A sentencepiece model file against the library's own pieces (its ids and
+// offsets, which its Python binding reports in code points), numbered as
+// `numbering` numbers them.
+void check_sentencepiece_parity(const std::string& name, const std::string& file,
+                                SentencePieceTokenizer::Numbering numbering) {
+  const auto tokenizer = sentencepiece_model(name, file, numbering);
+  INFO(name << (tokenizer.is_ok() ? "" : ": " + tokenizer.status().message()));
+  REQUIRE(tokenizer.is_ok());
+  std::ifstream in(kParity + "/" + name + "/expected_spm.jsonl");
+  REQUIRE(in);
+  std::size_t lines = 0, differences = 0;
+  std::ostringstream first;
+  for (std::string line; std::getline(in, line); ++lines) {
+    const auto expected = nlohmann::json::parse(line);
+    const std::string text = expected.at("text");
+    auto pieces = tokenizer->pieces(text);
+    INFO(nlohmann::json(text).dump() << (pieces.is_ok() ? "" : ": " + pieces.status().message()));
+    REQUIRE(pieces.is_ok());
+    std::vector<std::int32_t> ids;
+    std::vector<std::vector<std::size_t>> offsets;
+    for (const auto& piece : *pieces) {
+      ids.push_back(piece.id);
+      offsets.push_back({code_points_before(text, piece.begin), code_points_before(text, piece.end)});
+    }
+    std::vector<std::int32_t> library_ids;
+    for (const std::int32_t id : expected.at("ids").get<std::vector<std::int32_t>>()) {
+      // XLM-RoBERTa's numbering: the model's <unk> (0) is 3, every other piece one up.
+      library_ids.push_back(numbering == SentencePieceTokenizer::Numbering::kModel ? id : id == 0 ? 3 : id + 1);
+    }
+    const bool same = ids == library_ids && offsets == expected.at("offsets").get<std::vector<std::vector<std::size_t>>>();
+    if (!same && ++differences <= 5) {
+      first << "text " << nlohmann::json(text).dump() << "\n  library " << line << "\n  rapidqa ids "
+            << nlohmann::json(ids).dump() << " offsets " << nlohmann::json(offsets).dump() << "\n";
+    }
+  }
+  INFO(name << ": " << lines << " texts; the first differences:\n" << first.str());
+  CHECK(lines > 100000);
+  CHECK(differences == 0);
 }
 
 }  // namespace
@@ -238,4 +289,101 @@ TEST_CASE("A byte-level BPE tokenizer.json outside what is read is refused with 
   REQUIRE(pair.is_ok());
   CHECK(pair->input_ids.size() == 12);
   CHECK(pair->sequence_ids.front() == -1);
+}
+
+TEST_CASE("A sentencepiece Unigram model converted as XLM-RoBERTa's tokenizer.json gives the library's ids and offsets",
+          "[tokenizer][parity]") {
+  // Hugging Face's converter: the model's Precompiled character map, Strip,
+  // Replace, Metaspace and the Unigram pieces with fairseq's numbering.
+  check_parity("spm-unigram", pipeline("spm-unigram"));
+  check_pair_parity("spm-unigram", pipeline("spm-unigram"));
+}
+
+TEST_CASE("Sentencepiece model files give python3-sentencepiece's pieces and offsets", "[tokenizer][parity]") {
+  using Numbering = SentencePieceTokenizer::Numbering;
+  SECTION("a Unigram model with nmt_nfkc normalization, XLM-RoBERTa's sentencepiece.bpe.model") {
+    check_sentencepiece_parity("spm-unigram", "sentencepiece.bpe.model", Numbering::kModel);
+    check_sentencepiece_parity("spm-unigram", "sentencepiece.bpe.model", Numbering::kFairseq);
+  }
+  SECTION("a BPE model with byte fallback and split digits, a spiece.model") {
+    check_sentencepiece_parity("spm-bpe", "spiece.model", Numbering::kModel);
+  }
+}
+
+TEST_CASE("A sentencepiece.bpe.model is laid out and numbered as XLM-RoBERTa's", "[tokenizer]") {
+  using Numbering = SentencePieceTokenizer::Numbering;
+  const auto fairseq = sentencepiece_model("spm-unigram", "sentencepiece.bpe.model", Numbering::kFairseq);
+  const auto own = sentencepiece_model("spm-unigram", "sentencepiece.bpe.model", Numbering::kModel);
+  REQUIRE(fairseq.is_ok());
+  REQUIRE(own.is_ok());
+  // The fixed four, the model's pieces one up, <mask> last, as the
+  // converted tokenizer.json numbers them.
+  const auto converted = pipeline("spm-unigram");
+  REQUIRE(converted.is_ok());
+  CHECK(fairseq->vocab_size() == own->vocab_size() + 2);
+  CHECK(fairseq->vocab_size() == converted->vocab_size());
+  for (std::int32_t id = 0; id < static_cast<std::int32_t>(fairseq->vocab_size()); ++id) {
+    INFO("id " << id);
+    REQUIRE(fairseq->id_to_token(id) == converted->id_to_token(id));
+  }
+  CHECK(fairseq->token_to_id("<mask>") == static_cast<std::int32_t>(fairseq->vocab_size()) - 1);
+  CHECK(fairseq->pad_id() == 1);
+
+  const std::string question = "How do I reset my password?";
+  const auto pieces = own->pieces(question);
+  REQUIRE(pieces.is_ok());
+  const auto single = fairseq->encode(question, 512);
+  REQUIRE(single.is_ok());
+  REQUIRE(single->input_ids.size() == pieces->size() + 2);
+  CHECK(single->input_ids.front() == 0);
+  CHECK(single->input_ids.back() == 2);
+  CHECK(single->offsets.front() == std::pair<std::size_t, std::size_t>{0, 0});
+  for (std::size_t i = 0; i < pieces->size(); ++i) {
+    CHECK(single->input_ids[i + 1] == (*pieces)[i].id + 1);
+    CHECK(single->offsets[i + 1] == std::make_pair((*pieces)[i].begin, (*pieces)[i].end));
+  }
+  // A pair: <s> A </s></s> B </s>, every type id 0; over max_length the
+  // longer text loses its last pieces.
+  const auto pair = fairseq->encode_pair(question, "reset password", 512);
+  REQUIRE(pair.is_ok());
+  const auto second = fairseq->encode("reset password", 512);
+  REQUIRE(second.is_ok());
+  std::vector<std::int32_t> expected(single->input_ids);
+  expected.push_back(2);
+  expected.insert(expected.end(), second->input_ids.begin() + 1, second->input_ids.end());
+  CHECK(pair->input_ids == expected);
+  CHECK(std::all_of(pair->token_type_ids.begin(), pair->token_type_ids.end(), [](std::int32_t t) { return t == 0; }));
+  const auto cut = fairseq->encode(question, 4);
+  REQUIRE(cut.is_ok());
+  CHECK(cut->input_ids.size() == 4);
+  CHECK(cut->truncated_tokens == pieces->size() - 2);
+  CHECK(cut->input_ids.back() == 2);
+  CHECK(fairseq->encode(question, 2).status().code() == rapidqa::StatusCode::kInvalidArgument);
+  CHECK(fairseq->encode("caf\xC3", 512).status().message().find("not valid UTF-8 at byte 3") != std::string::npos);
+}
+
+TEST_CASE("A spiece.model keeps its own numbering with its <s> and </s>", "[tokenizer]") {
+  const auto bpe = sentencepiece_model("spm-bpe", "spiece.model", SentencePieceTokenizer::Numbering::kModel);
+  REQUIRE(bpe.is_ok());
+  const auto encoded = bpe->encode("Reset 2024 ☃", 512);
+  REQUIRE(encoded.is_ok());
+  CHECK(encoded->input_ids.front() == bpe->token_to_id("<s>"));
+  CHECK(encoded->input_ids.back() == bpe->token_to_id("</s>"));
+  // The snowman is not in the FAQ: byte fallback spells it in three bytes.
+  const std::int32_t e2 = bpe->token_to_id("<0xE2>");
+  REQUIRE(e2 >= 0);
+  CHECK(std::find(encoded->input_ids.begin(), encoded->input_ids.end(), e2) != encoded->input_ids.end());
+}
+
+TEST_CASE("A sentencepiece model file that is not one is refused", "[tokenizer]") {
+  using Numbering = SentencePieceTokenizer::Numbering;
+  const auto missing = SentencePieceTokenizer::from_model_file(kParity + "/no-such.model", Numbering::kModel);
+  CHECK(missing.status().code() == rapidqa::StatusCode::kNotFound);
+  for (const std::string bytes : {std::string(), std::string("not a model"), std::string("\x0a\xff\xff\xff\xff\x0f", 6)}) {
+    const auto refused = SentencePieceTokenizer::from_serialized(bytes, Numbering::kModel, "bad.model");
+    INFO(bytes.size() << " bytes");
+    REQUIRE_FALSE(refused.is_ok());
+    CHECK(refused.status().code() == rapidqa::StatusCode::kInvalidArgument);
+    CHECK(refused.status().message().find("bad.model") != std::string::npos);
+  }
 }

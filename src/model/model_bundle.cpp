@@ -14,6 +14,7 @@
 #include "model/model_runtime.h"
 #include "text/byte_level_bpe.h"
 #include "text/pipeline_tokenizer.h"
+#include "text/sentencepiece_tokenizer.h"
 #include "text/wordpiece_tokenizer.h"
 
 namespace rapidqa::model {
@@ -53,10 +54,11 @@ bool vocabulary_looks_uncased(const std::string& model_dir, const text::WordPiec
 Result<text::WordPieceTokenizer> load_wordpiece(const std::string& model_dir, const fs::path& tokenizer_json,
                                                 const nlohmann::json* parsed_json, const fs::path& vocab,
                                                 int lower_case) {
-  // A tokenizer rapidqa does not read yet is named, so the refusal says
-  // what the directory has rather than only what it lacks.
+  // A tokenizer file that is not enough alone (vocab.json without
+  // merges.txt) is named, so the refusal says what the directory has rather
+  // than only what it lacks.
   std::string others;
-  for (const char* file : {"sentencepiece.bpe.model", "spiece.model", "vocab.json", "merges.txt"}) {
+  for (const char* file : {"vocab.json", "merges.txt"}) {
     if (fs::exists(fs::path(model_dir) / file)) others += others.empty() ? file : std::string(", ") + file;
   }
   auto from_json = [&] {
@@ -78,7 +80,7 @@ Result<text::WordPieceTokenizer> load_wordpiece(const std::string& model_dir, co
   if (fs::exists(tokenizer_json)) return from_json();
   return Status::not_found(fmt::format(
       "{}: no vocab.txt or tokenizer.json (a WordPiece vocabulary is needed){}", model_dir,
-      others.empty() ? "" : fmt::format("; it has {}, a tokenizer rapidqa does not read yet", others)));
+      others.empty() ? "" : fmt::format("; it has {}, but not both of vocab.json and merges.txt", others)));
 }
 
 }  // namespace
@@ -137,6 +139,25 @@ Result<ModelBundle> load_model_bundle(const std::string& model_dir, int lower_ca
                                                                   config ? config.value() : std::string());
     if (!bpe) return bpe.status();
     tokenizer = std::make_shared<const text::ByteLevelBpeTokenizer>(std::move(bpe).value());
+  }
+  if (!tokenizer && !fs::exists(vocab)) {
+    // A sentencepiece model file without a tokenizer.json: XLM-RoBERTa's
+    // sentencepiece.bpe.model numbered as fairseq numbers it, a spiece.model
+    // with its own ids.
+    for (const auto& [file, numbering] :
+         {std::pair{"sentencepiece.bpe.model", text::SentencePieceTokenizer::Numbering::kFairseq},
+          std::pair{"spiece.model", text::SentencePieceTokenizer::Numbering::kModel}}) {
+      const fs::path path = fs::path(model_dir) / file;
+      if (!fs::exists(path)) continue;
+      if (lower_case >= 0) {
+        return Status::invalid_argument(fmt::format(
+            "{}: lower_case applies to WordPiece vocabularies, not to a sentencepiece model", model_dir));
+      }
+      auto spm = text::SentencePieceTokenizer::from_model_file(path.string(), numbering);
+      if (!spm) return spm.status();
+      tokenizer = std::make_shared<const text::SentencePieceTokenizer>(std::move(spm).value());
+      break;
+    }
   }
   if (!tokenizer) {
     auto wordpiece =

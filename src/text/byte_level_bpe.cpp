@@ -155,8 +155,8 @@ Result<ByteLevelBpeTokenizer> ByteLevelBpeTokenizer::from_json(const Json& root,
   if (const auto added = root.find("added_tokens"); added != root.end() && !added->is_null()) {
     if (Status s = t.read_added_tokens(*added); !s.is_ok()) return fail(s);
   }
-  for (const auto* layout : {&t.single_, &t.pair_}) {
-    for (const TemplateItem& item : *layout) {
+  for (const auto* layout : {&t.layout_.single(), &t.layout_.pair()}) {
+    for (const SpecialLayout::Item& item : *layout) {
       for (const std::int32_t id : item.ids) {
         if (id < 0 || static_cast<std::size_t>(id) >= t.id_to_token_.size()) {
           return fail(field_error("post_processor", fmt::format("special id {} is outside the vocabulary", id)));
@@ -294,51 +294,6 @@ Status ByteLevelBpeTokenizer::read_pre_tokenizer(const Json& root) {
 
 // A TemplateProcessing layout ("single" or "pair"): its specials, with the
 // ids special_tokens gives them, and the texts it places (A, and B in a pair).
-Status ByteLevelBpeTokenizer::read_layout(const Json& step, const char* field, int texts,
-                                          std::vector<TemplateItem>& out) {
-  const auto it = step.find(field);
-  const std::string where = std::string("post_processor.") + field;
-  if (it == step.end() || !it->is_array()) return field_error(where, "expected a list");
-  const auto specials = step.find("special_tokens");
-  out.clear();
-  int seen = 0;
-  for (const Json& item : *it) {
-    const bool is_special = item.is_object() && item.contains("SpecialToken");
-    const bool is_text = item.is_object() && item.contains("Sequence");
-    const Json& body = is_special ? item["SpecialToken"] : is_text ? item["Sequence"] : item;
-    if ((!is_special && !is_text) || !body.is_object() || !body.contains("id") || !body["id"].is_string()) {
-      return field_error(where, "an item is neither a SpecialToken nor a Sequence");
-    }
-    TemplateItem entry;
-    entry.type_id = body.contains("type_id") && body["type_id"].is_number_integer() ? body["type_id"].get<std::int32_t>()
-                                                                                   : 0;
-    const std::string id = body["id"].get<std::string>();
-    if (is_text) {
-      if ((id != "A" && id != "B") || (id == "B" && texts < 2)) {
-        return field_error(where, fmt::format("sequence '{}' is not A{}", detail::clip_for_message(id),
-                                              texts < 2 ? "" : " or B"));
-      }
-      entry.sequence = id == "A" ? 0 : 1;
-      seen |= 1 << entry.sequence;
-      out.push_back(std::move(entry));
-      continue;
-    }
-    const bool listed = specials != step.end() && specials->is_object() && specials->contains(id);
-    const Json* special = listed ? &(*specials)[id] : nullptr;
-    if (!special || !special->contains("ids") || !(*special)["ids"].is_array() || (*special)["ids"].empty()) {
-      return field_error(where, fmt::format("special '{}' is not in special_tokens with its ids",
-                                            detail::clip_for_message(id)));
-    }
-    for (const Json& n : (*special)["ids"]) {
-      if (!n.is_number_integer()) return field_error(where, "a special token's ids are not integers");
-      entry.ids.push_back(n.get<std::int32_t>());
-    }
-    out.push_back(std::move(entry));
-  }
-  if (seen != (texts == 2 ? 3 : 1)) return field_error(where, "does not hold each text once");
-  return Status::ok();
-}
-
 namespace {
 
 // RobertaProcessing's "cls" or "sep": [token, id].
@@ -376,11 +331,14 @@ Status ByteLevelBpeTokenizer::read_post_processor(const Json& post) {
       std::int32_t cls = -1, sep = -1;
       if (Status s = read_roberta_special(*step, "cls", cls); !s.is_ok()) return s;
       if (Status s = read_roberta_special(*step, "sep", sep); !s.is_ok()) return s;
-      single_ = {{-1, {cls}, 0}, {0, {}, 0}, {-1, {sep}, 0}};
-      pair_ = {{-1, {cls}, 0}, {0, {}, 0}, {-1, {sep}, 0}, {-1, {sep}, 0}, {1, {}, 0}, {-1, {sep}, 0}};
+      layout_ = SpecialLayout({{-1, {cls}, 0}, {0, {}, 0}, {-1, {sep}, 0}},
+                              {{-1, {cls}, 0}, {0, {}, 0}, {-1, {sep}, 0}, {-1, {sep}, 0}, {1, {}, 0}, {-1, {sep}, 0}});
     } else if (type == "TemplateProcessing") {
-      if (Status s = read_layout(*step, "single", 1, single_); !s.is_ok()) return s;
-      if (Status s = read_layout(*step, "pair", 2, pair_); !s.is_ok()) return s;
+      auto single = SpecialLayout::read_template(*step, "single", 1);
+      if (!single) return single.status();
+      auto pair = SpecialLayout::read_template(*step, "pair", 2);
+      if (!pair) return pair.status();
+      layout_ = SpecialLayout(std::move(single).value(), std::move(pair).value());
     } else {
       return field_error("post_processor",
                          fmt::format("'{}' is not supported (RobertaProcessing, TemplateProcessing, ByteLevel, "
@@ -464,7 +422,7 @@ Result<ByteLevelBpeTokenizer> ByteLevelBpeTokenizer::from_vocab_and_merges(const
                                                 detail::clip_for_message(eos)));
   }
   Json added = Json::array();
-  for (const std::string special : {std::string("<s>"), std::string("<pad>"), std::string("</s>"), std::string("<unk>"),
+  for (const std::string& special : {std::string("<s>"), std::string("<pad>"), std::string("</s>"), std::string("<unk>"),
                                     std::string("<mask>"), bos, eos}) {
     const std::int64_t id = id_of(special);
     if (id < 0) continue;
@@ -673,70 +631,6 @@ Result<std::vector<ByteLevelBpeTokenizer::Piece>> ByteLevelBpeTokenizer::pieces(
     }
   }
   return out;
-}
-
-std::size_t ByteLevelBpeTokenizer::specials(bool pair) const {
-  std::size_t count = 0;
-  for (const TemplateItem& item : pair ? pair_ : single_) count += item.ids.size();
-  return count;
-}
-
-TokenizedText ByteLevelBpeTokenizer::assemble(const std::vector<Piece>& first, const std::vector<Piece>* second,
-                                              std::size_t truncated) const {
-  TokenizedText t;
-  t.truncated_tokens = truncated;
-  for (const TemplateItem& item : second ? pair_ : single_) {
-    if (item.sequence < 0) {
-      for (const std::int32_t id : item.ids) {
-        t.input_ids.push_back(id);
-        t.token_type_ids.push_back(item.type_id);
-        t.offsets.emplace_back(0, 0);
-        t.sequence_ids.push_back(-1);
-      }
-      continue;
-    }
-    for (const Piece& p : item.sequence == 0 ? first : *second) {
-      t.input_ids.push_back(p.id);
-      t.token_type_ids.push_back(item.type_id);
-      t.offsets.emplace_back(p.begin, p.end);
-      t.sequence_ids.push_back(static_cast<std::int8_t>(item.sequence));
-    }
-  }
-  t.attention_mask.assign(t.input_ids.size(), 1);
-  return t;
-}
-
-Result<TokenizedText> ByteLevelBpeTokenizer::encode(std::string_view text, std::size_t max_length) const {
-  if (max_length < specials(false) + 1) {
-    return Status::invalid_argument(fmt::format("max_length {} leaves no room for a token", max_length));
-  }
-  auto p = pieces(text);
-  if (!p) return p.status();
-  const std::size_t room = max_length - specials(false);
-  std::size_t truncated = 0;
-  if (p->size() > room) {
-    truncated = p->size() - room;
-    p->resize(room);
-  }
-  return assemble(*p, nullptr, truncated);
-}
-
-Result<TokenizedText> ByteLevelBpeTokenizer::encode_pair(std::string_view first, std::string_view second,
-                                                         std::size_t max_length) const {
-  if (max_length < specials(true) + 2) {
-    return Status::invalid_argument(fmt::format("max_length {} leaves no room for a pair", max_length));
-  }
-  auto a = pieces(first);
-  if (!a) return Status::invalid_argument(fmt::format("first text: {}", a.status().message()));
-  auto b = pieces(second);
-  if (!b) return Status::invalid_argument(fmt::format("second text: {}", b.status().message()));
-  const std::size_t room = max_length - specials(true);
-  std::size_t truncated = 0;
-  while (a->size() + b->size() > room) {
-    (b->size() >= a->size() ? *b : *a).pop_back();
-    ++truncated;
-  }
-  return assemble(*a, &*b, truncated);
 }
 
 }  // namespace rapidqa::text

@@ -31,11 +31,12 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "rapidqa/status.h"
+#include "text/special_layout.h"
 #include "text/tokenizer.h"
 
 namespace rapidqa::text {
 
-class ByteLevelBpeTokenizer final : public Tokenizer {
+class ByteLevelBpeTokenizer final : public LaidOutTokenizer {
  public:
   // kNotFound for a missing file; kInvalidArgument naming the field for
   // anything malformed or outside what is described above, for a file over
@@ -56,19 +57,12 @@ class ByteLevelBpeTokenizer final : public Tokenizer {
   // Whether a parsed tokenizer.json's model is BPE (to pick the reader).
   static bool is_bpe(const nlohmann::json& root);
 
-  struct Piece {
-    std::int32_t id = 0;
-    std::size_t begin = 0;  // bytes of the original text
-    std::size_t end = 0;
-  };
+  using Piece = TextPiece;
   // The tokens of text without the post-processor's specials, offsets
   // trimmed as the post-processor trims them. kInvalidArgument for invalid
   // UTF-8, naming the byte offset.
-  Result<std::vector<Piece>> pieces(std::string_view text) const;
+  Result<std::vector<Piece>> pieces(std::string_view text) const override;
 
-  Result<TokenizedText> encode(std::string_view text, std::size_t max_length) const override;
-  Result<TokenizedText> encode_pair(std::string_view first, std::string_view second,
-                                    std::size_t max_length) const override;
   std::size_t vocab_size() const override { return id_to_token_.size(); }
   std::int32_t pad_id() const override { return pad_id_; }
   std::int32_t token_to_id(std::string_view token) const override;
@@ -79,12 +73,6 @@ class ByteLevelBpeTokenizer final : public Tokenizer {
     std::string content;
     std::int32_t id = 0;
     bool lstrip = false, rstrip = false, normalized = true;
-  };
-  // One step of the post-processor's layout: a text, or special ids.
-  struct TemplateItem {
-    int sequence = -1;                 // 0 (A) or 1 (B) for a text; -1 for specials
-    std::vector<std::int32_t> ids;     // the special's ids
-    std::int32_t type_id = 0;
   };
 
   // A stretch of text: an added token (its id) or text for BPE (-1).
@@ -99,14 +87,11 @@ class ByteLevelBpeTokenizer final : public Tokenizer {
   Status read_pre_tokenizer(const nlohmann::json& root);
   Status read_post_processor(const nlohmann::json& post);
   Status read_added_tokens(const nlohmann::json& added);
-  static Status read_layout(const nlohmann::json& step, const char* field, int texts, std::vector<TemplateItem>& out);
   void split_added(std::string_view text, std::size_t from, std::size_t to, bool normalized_pass,
                    std::vector<Segment>& out) const;
   void bpe_piece(std::string_view text, std::size_t begin, std::size_t end, std::vector<Piece>& out) const;
   void bpe_word(const std::vector<std::int32_t>& symbols, const std::vector<std::pair<std::size_t, std::size_t>>& spans,
                 std::vector<Piece>& out) const;
-  std::size_t specials(bool pair) const;
-  TokenizedText assemble(const std::vector<Piece>& first, const std::vector<Piece>* second, std::size_t truncated) const;
 
   std::vector<std::string> id_to_token_;
   std::unordered_map<std::string, std::int32_t> token_to_id_;
@@ -122,8 +107,6 @@ class ByteLevelBpeTokenizer final : public Tokenizer {
   bool add_prefix_space_ = false;
   bool use_regex_ = true;
   // RobertaProcessing, TemplateProcessing, or the text alone (ByteLevel, none).
-  std::vector<TemplateItem> single_{TemplateItem{0, {}, 0}};
-  std::vector<TemplateItem> pair_{TemplateItem{0, {}, 0}, TemplateItem{1, {}, 0}};
   bool trim_offsets_ = false;
   bool post_add_prefix_space_ = false;  // the post-processor's own add_prefix_space (trimming)
   std::int32_t pad_id_ = 0;

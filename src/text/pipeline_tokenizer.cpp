@@ -11,6 +11,8 @@
 
 #include "common/bounded_file.h"
 #include "common/bounded_json.h"
+#include "text/chars_map.h"
+#include "text/special_layout.h"
 #include "text/unicode_tables.h"
 #include "text/utf8.h"
 
@@ -46,68 +48,7 @@ bool is_bert_chinese(std::int32_t cp) {
          (cp >= 0xF900 && cp <= 0xFAFF) || (cp >= 0x2F800 && cp <= 0x2FA1F);
 }
 
-// --- Precompiled: sentencepiece's character map ------------------------------
-//
-// A double-array trie (darts-clone units) from UTF-8 keys to offsets of
-// NUL-terminated replacements, after a little-endian length of the trie.
-class CharsMap {
- public:
-  static Result<CharsMap> parse(const std::string& blob) {
-    if (blob.size() < 4) return field_error("normalizer.precompiled_charsmap", "shorter than its header");
-    const std::uint32_t trie_bytes = static_cast<std::uint8_t>(blob[0]) | static_cast<std::uint8_t>(blob[1]) << 8 |
-                                     static_cast<std::uint8_t>(blob[2]) << 16 |
-                                     static_cast<std::uint32_t>(static_cast<std::uint8_t>(blob[3])) << 24;
-    if (trie_bytes % 4 != 0 || trie_bytes > blob.size() - 4 || trie_bytes == 0) {
-      return field_error("normalizer.precompiled_charsmap", "its trie's length does not fit the map");
-    }
-    CharsMap map;
-    map.units_.resize(trie_bytes / 4);
-    for (std::size_t i = 0; i < map.units_.size(); ++i) {
-      const auto* p = reinterpret_cast<const unsigned char*>(blob.data() + 4 + i * 4);
-      map.units_[i] = p[0] | p[1] << 8 | p[2] << 16 | static_cast<std::uint32_t>(p[3]) << 24;
-    }
-    map.normalized_ = blob.substr(4 + trie_bytes);
-    if (find_invalid_utf8(map.normalized_) != std::string::npos) {
-      return field_error("normalizer.precompiled_charsmap", "its replacements are not UTF-8");
-    }
-    return map;
-  }
-
-  // The replacement of the shortest key that starts chunk (the library
-  // takes the first of the common-prefix search), or nullopt.
-  std::optional<std::string_view> transform(std::string_view chunk) const {
-    std::size_t node = 0;
-    if (units_.empty()) return std::nullopt;
-    node ^= offset(units_[0]);
-    for (unsigned char c : chunk) {
-      if (c == 0) break;
-      node ^= c;
-      if (node >= units_.size()) return std::nullopt;
-      const std::uint32_t unit = units_[node];
-      if (label(unit) != c) return std::nullopt;
-      node ^= offset(unit);
-      if (node >= units_.size()) return std::nullopt;
-      if ((unit >> 8) & 1) return replacement(units_[node] & 0x7FFFFFFFu);
-    }
-    return std::nullopt;
-  }
-
- private:
-  static std::uint32_t label(std::uint32_t unit) { return unit & (0x80000000u | 0xFFu); }
-  static std::size_t offset(std::uint32_t unit) { return (unit >> 10) << ((unit & (1u << 9)) >> 6); }
-  std::optional<std::string_view> replacement(std::size_t at) const {
-    if (at > normalized_.size()) return std::nullopt;
-    std::size_t end = normalized_.find('\0', at);
-    if (end == std::string::npos) end = normalized_.size();
-    const std::string_view out(normalized_.data() + at, end - at);
-    // A replacement starting inside a character is no replacement.
-    if (!out.empty() && (static_cast<unsigned char>(out[0]) & 0xC0) == 0x80) return std::nullopt;
-    return out;
-  }
-
-  std::vector<std::uint32_t> units_;
-  std::string normalized_;
-};
+// --- Precompiled: sentencepiece's character map (chars_map.h) -------------
 
 Result<std::string> decode_base64(std::string_view text) {
   auto value = [](char c) -> int {
@@ -139,20 +80,26 @@ Result<std::string> decode_base64(std::string_view text) {
 }
 
 // The library's Precompiled normalizer: each grapheme cluster under 6 bytes
-// replaced whole where the map has it, otherwise character by character;
-// the first character of a replacement carries the change in length, the
-// others count as inserted.
+// replaced whole where the map has it, otherwise character by character. A
+// replacement longer than what it replaces counts its last characters as
+// inserted; a shorter one puts the characters removed on its last.
 void precompiled_normalize(const CharsMap& map, NormalizedString& text) {
   const std::string& s = text.get();
   std::vector<CharChange> changes;
   bool modified = false;
   auto push_replacement = [&](std::string_view old_part, std::string_view replacement) {
-    const std::vector<std::int32_t> old_chars = code_points(old_part), new_chars = code_points(replacement);
-    for (std::size_t i = 0; i < new_chars.size(); ++i) {
-      const std::ptrdiff_t n = i == 0 ? static_cast<std::ptrdiff_t>(new_chars.size()) -
-                                             static_cast<std::ptrdiff_t>(old_chars.size())
-                                       : static_cast<std::ptrdiff_t>(i);
-      changes.push_back({new_chars[i], n});
+    const std::vector<std::int32_t> new_chars = code_points(replacement);
+    const auto diff = static_cast<std::ptrdiff_t>(new_chars.size()) -
+                      static_cast<std::ptrdiff_t>(code_points(old_part).size());
+    for (const std::int32_t c : new_chars) changes.push_back({c, 0});
+    if (diff > 0) {
+      // The last diff changes pushed so far (the library counts back over
+      // all of them, not only this replacement's).
+      for (std::size_t k = 0; k < static_cast<std::size_t>(diff) && k < changes.size(); ++k) {
+        changes[changes.size() - 1 - k].change = 1;
+      }
+    } else if (diff < 0 && !changes.empty()) {
+      changes.back().change += diff;
     }
   };
   std::size_t pos = 0;
@@ -285,7 +232,7 @@ Status read_normalizer(const Json& n, std::vector<NormalizeStep>& out, int depth
     if (!text) return text.status();
     auto blob = decode_base64(text.value());
     if (!blob) return blob.status();
-    auto map = CharsMap::parse(blob.value());
+    auto map = CharsMap::parse(blob.value(), "normalizer.precompiled_charsmap");
     if (!map) return map.status();
     out.push_back([m = std::make_shared<const CharsMap>(std::move(map).value())](NormalizedString& t) {
       precompiled_normalize(*m, t);
@@ -367,7 +314,7 @@ Status read_pre_tokenizer(const Json& p, std::vector<PreTokenizeStep>& out, PreT
   };
   if (type == "WhitespaceSplit") return split_by_char(is_white_space, SplitBehavior::kRemoved);
   if (type == "BertPreTokenizer") {
-    split_by_char(is_white_space, SplitBehavior::kRemoved);
+    (void)split_by_char(is_white_space, SplitBehavior::kRemoved);  // always ok
     return split_by_char(library_unicode::is_punctuation, SplitBehavior::kIsolated);
   }
   if (type == "Punctuation") {
@@ -571,8 +518,8 @@ Result<PipelineTokenizer> PipelineTokenizer::from_json(const Json& root, const s
     if (const auto post = root.find("post_processor"); post != root.end() && !post->is_null()) {
       if (Status s = t.read_post_processor(*post); !s) return fail(s);
     }
-    for (const auto* layout : {&t.single_, &t.pair_}) {
-      for (const TemplateItem& item : *layout) {
+    for (const auto* layout : {&t.layout_.single(), &t.layout_.pair()}) {
+      for (const SpecialLayout::Item& item : *layout) {
         for (const std::int32_t id : item.ids) {
           if (!t.model_->id_to_token(id)) {
             return fail(field_error("post_processor", fmt::format("special id {} is outside the vocabulary", id)));
@@ -629,50 +576,6 @@ Status PipelineTokenizer::read_added_tokens(const Json& added) {
   return Status::ok();
 }
 
-Status PipelineTokenizer::read_layout(const Json& step, const char* field, int texts, std::vector<TemplateItem>& out) {
-  const auto it = step.find(field);
-  const std::string where = std::string("post_processor.") + field;
-  if (it == step.end() || !it->is_array()) return field_error(where, "expected a list");
-  const auto specials = step.find("special_tokens");
-  out.clear();
-  int seen = 0;
-  for (const Json& item : *it) {
-    const bool is_special = item.is_object() && item.contains("SpecialToken");
-    const bool is_text = item.is_object() && item.contains("Sequence");
-    const Json& body = is_special ? item["SpecialToken"] : is_text ? item["Sequence"] : item;
-    if ((!is_special && !is_text) || !body.is_object() || !body.contains("id") || !body["id"].is_string()) {
-      return field_error(where, "an item is neither a SpecialToken nor a Sequence");
-    }
-    TemplateItem entry;
-    entry.type_id = body.contains("type_id") && body["type_id"].is_number_integer() ? body["type_id"].get<std::int32_t>()
-                                                                                   : 0;
-    const std::string id = body["id"].get<std::string>();
-    if (is_text) {
-      if ((id != "A" && id != "B") || (id == "B" && texts < 2)) {
-        return field_error(where, fmt::format("sequence '{}' is not A{}", detail::clip_for_message(id),
-                                              texts < 2 ? "" : " or B"));
-      }
-      entry.sequence = id == "A" ? 0 : 1;
-      seen |= 1 << entry.sequence;
-      out.push_back(std::move(entry));
-      continue;
-    }
-    const bool listed = specials != step.end() && specials->is_object() && specials->contains(id);
-    const Json* special = listed ? &(*specials)[id] : nullptr;
-    if (!special || !special->contains("ids") || !(*special)["ids"].is_array() || (*special)["ids"].empty()) {
-      return field_error(where, fmt::format("special '{}' is not in special_tokens with its ids",
-                                            detail::clip_for_message(id)));
-    }
-    for (const Json& n : (*special)["ids"]) {
-      if (!n.is_number_integer()) return field_error(where, "a special token's ids are not integers");
-      entry.ids.push_back(n.get<std::int32_t>());
-    }
-    out.push_back(std::move(entry));
-  }
-  if (seen != (texts == 2 ? 3 : 1)) return field_error(where, "does not hold each text once");
-  return Status::ok();
-}
-
 Status PipelineTokenizer::read_processor(const Json& step, bool& laid_out) {
   const std::string type = step.is_object() ? step.value("type", "") : "";
   if (type == "ByteLevel") {
@@ -687,17 +590,21 @@ Status PipelineTokenizer::read_processor(const Json& step, bool& laid_out) {
     if (Status s = read_pair_special(step, "sep", sep); !s) return s;
     if (type == "RobertaProcessing") {
       if (flag(step, "trim_offsets", true)) trims_.push_back({flag(step, "add_prefix_space", true)});
-      single_ = {{-1, {cls}, 0}, {0, {}, 0}, {-1, {sep}, 0}};
-      pair_ = {{-1, {cls}, 0}, {0, {}, 0}, {-1, {sep}, 0}, {-1, {sep}, 0}, {1, {}, 0}, {-1, {sep}, 0}};
+      layout_ = SpecialLayout({{-1, {cls}, 0}, {0, {}, 0}, {-1, {sep}, 0}},
+                              {{-1, {cls}, 0}, {0, {}, 0}, {-1, {sep}, 0}, {-1, {sep}, 0}, {1, {}, 0}, {-1, {sep}, 0}});
     } else {
-      single_ = {{-1, {cls}, 0}, {0, {}, 0}, {-1, {sep}, 0}};
-      pair_ = {{-1, {cls}, 0}, {0, {}, 0}, {-1, {sep}, 0}, {1, {}, 1}, {-1, {sep}, 1}};
+      layout_ = SpecialLayout({{-1, {cls}, 0}, {0, {}, 0}, {-1, {sep}, 0}},
+                              {{-1, {cls}, 0}, {0, {}, 0}, {-1, {sep}, 0}, {1, {}, 1}, {-1, {sep}, 1}});
     }
     return Status::ok();
   }
   if (type == "TemplateProcessing") {
-    if (Status s = read_layout(step, "single", 1, single_); !s) return s;
-    return read_layout(step, "pair", 2, pair_);
+    auto single = SpecialLayout::read_template(step, "single", 1);
+    if (!single) return single.status();
+    auto pair = SpecialLayout::read_template(step, "pair", 2);
+    if (!pair) return pair.status();
+    layout_ = SpecialLayout(std::move(single).value(), std::move(pair).value());
+    return Status::ok();
   }
   return field_error("post_processor",
                      fmt::format("'{}' is not supported (BertProcessing, RobertaProcessing, TemplateProcessing, "
@@ -864,78 +771,6 @@ Result<std::vector<PipelineTokenizer::Piece>> PipelineTokenizer::pieces(std::str
     }
   }
   return out;
-}
-
-std::size_t PipelineTokenizer::specials(bool pair) const {
-  std::size_t n = 0;
-  for (const TemplateItem& item : pair ? pair_ : single_) n += item.ids.size();
-  return n;
-}
-
-TokenizedText PipelineTokenizer::assemble(const std::vector<Piece>& first, const std::vector<Piece>* second,
-                                          std::size_t truncated) const {
-  TokenizedText t;
-  t.truncated_tokens = truncated;
-  for (const TemplateItem& item : second ? pair_ : single_) {
-    if (item.sequence < 0) {
-      for (const std::int32_t id : item.ids) {
-        t.input_ids.push_back(id);
-        t.token_type_ids.push_back(item.type_id);
-        t.offsets.emplace_back(0, 0);
-        t.sequence_ids.push_back(-1);
-      }
-      continue;
-    }
-    for (const Piece& p : item.sequence == 0 ? first : *second) {
-      t.input_ids.push_back(p.id);
-      t.token_type_ids.push_back(item.type_id);
-      t.offsets.emplace_back(p.begin, p.end);
-      t.sequence_ids.push_back(static_cast<std::int8_t>(item.sequence));
-    }
-  }
-  t.attention_mask.assign(t.input_ids.size(), 1);
-  return t;
-}
-
-Result<TokenizedText> PipelineTokenizer::encode(std::string_view text, std::size_t max_length) const {
-  const std::size_t reserved = specials(false);
-  if (max_length < reserved + 1) {
-    return Status::invalid_argument(fmt::format("max_length {} leaves no room beside {} special tokens", max_length,
-                                                reserved));
-  }
-  auto pieces_or = pieces(text);
-  if (!pieces_or) return pieces_or.status();
-  std::vector<Piece> p = std::move(pieces_or).value();
-  std::size_t truncated = 0;
-  if (p.size() > max_length - reserved) {
-    truncated = p.size() - (max_length - reserved);
-    p.resize(max_length - reserved);
-  }
-  return assemble(p, nullptr, truncated);
-}
-
-Result<TokenizedText> PipelineTokenizer::encode_pair(std::string_view first, std::string_view second,
-                                                     std::size_t max_length) const {
-  const std::size_t reserved = specials(true);
-  if (max_length < reserved + 2) {
-    return Status::invalid_argument(fmt::format("max_length {} leaves no room for two texts beside {} special tokens",
-                                                max_length, reserved));
-  }
-  auto a_or = pieces(first);
-  if (!a_or) return a_or.status();
-  auto b_or = pieces(second);
-  if (!b_or) return b_or.status();
-  std::vector<Piece> a = std::move(a_or).value(), b = std::move(b_or).value();
-  std::size_t truncated = 0;
-  while (a.size() + b.size() > max_length - reserved) {
-    if (a.size() > b.size()) {
-      a.pop_back();
-    } else {
-      b.pop_back();
-    }
-    ++truncated;
-  }
-  return assemble(a, &b, truncated);
 }
 
 }  // namespace rapidqa::text

@@ -36,12 +36,13 @@
 
 #include "rapidqa/status.h"
 #include "text/normalized_string.h"
+#include "text/special_layout.h"
 #include "text/subword_models.h"
 #include "text/tokenizer.h"
 
 namespace rapidqa::text {
 
-class PipelineTokenizer final : public Tokenizer {
+class PipelineTokenizer final : public LaidOutTokenizer {
  public:
   // kNotFound for a missing file; kInvalidArgument naming the field for
   // anything malformed or unsupported, a file over 128 MiB, JSON nested more
@@ -50,19 +51,12 @@ class PipelineTokenizer final : public Tokenizer {
   static Result<PipelineTokenizer> from_json_text(std::string_view json, const std::string& source);
   static Result<PipelineTokenizer> from_json(const nlohmann::json& root, const std::string& source);
 
-  struct Piece {
-    std::int32_t id = 0;
-    std::size_t begin = 0;  // bytes of the original text
-    std::size_t end = 0;
-  };
+  using Piece = TextPiece;
   // The tokens of text without the post-processor's specials, offsets as
   // the post-processor leaves them. kInvalidArgument for invalid UTF-8
   // (byte offset named) or a character the model cannot represent.
-  Result<std::vector<Piece>> pieces(std::string_view text) const;
+  Result<std::vector<Piece>> pieces(std::string_view text) const override;
 
-  Result<TokenizedText> encode(std::string_view text, std::size_t max_length) const override;
-  Result<TokenizedText> encode_pair(std::string_view first, std::string_view second,
-                                    std::size_t max_length) const override;
   std::size_t vocab_size() const override { return model_->vocab_size(); }
   std::int32_t pad_id() const override { return pad_id_; }
   std::int32_t token_to_id(std::string_view token) const override { return model_->token_to_id(token); }
@@ -85,31 +79,22 @@ class PipelineTokenizer final : public Tokenizer {
     std::int32_t id = 0;
     bool lstrip = false, rstrip = false, single_word = false, normalized = true;
   };
-  struct TemplateItem {
-    int sequence = -1;              // 0 (A) or 1 (B) for a text; -1 for specials
-    std::vector<std::int32_t> ids;  // the special's ids
-    std::int32_t type_id = 0;
-  };
   struct Trim {
     bool add_prefix_space = true;
   };
 
-  PipelineTokenizer() = default;
+  // Without a post-processor: the texts alone, B with type id 1.
+  PipelineTokenizer() : LaidOutTokenizer(SpecialLayout(1)) {}
   Status read_added_tokens(const nlohmann::json& added);
   Status read_post_processor(const nlohmann::json& post);
   Status read_processor(const nlohmann::json& step, bool& laid_out);
-  static Status read_layout(const nlohmann::json& step, const char* field, int texts, std::vector<TemplateItem>& out);
   void split_added(std::vector<Split>& splits, bool normalized_pass) const;
-  std::size_t specials(bool pair) const;
-  TokenizedText assemble(const std::vector<Piece>& first, const std::vector<Piece>* second, std::size_t truncated) const;
 
   std::shared_ptr<SubwordModel> model_;
   std::vector<NormalizeStep> normalizer_;       // empty: none
   std::vector<PreTokenizeStep> pre_tokenizer_;  // empty: none
   std::vector<AddedToken> added_;
   std::vector<Trim> trims_;  // the post-processors' offset trimming, in order
-  std::vector<TemplateItem> single_{TemplateItem{0, {}, 0}};
-  std::vector<TemplateItem> pair_{TemplateItem{0, {}, 0}, TemplateItem{1, {}, 1}};
   std::int32_t pad_id_ = 0;
   std::string empty_;
 };

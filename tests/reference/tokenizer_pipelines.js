@@ -52,6 +52,8 @@ fs.mkdirSync(outDir, { recursive: true });
 const corpus = path.join(outDir, 'pipelines-corpus.txt');
 fs.writeFileSync(corpus, faqTexts.join('\n'));
 const texts = parityTexts(faqTexts, randomCount);
+// The same texts for the other references (sentencepiece_models.py).
+fs.writeFileSync(path.join(outDir, 'texts.jsonl'), texts.map((t) => JSON.stringify(t)).join('\n') + '\n');
 
 // Trains model on the FAQ behind the given normalizer and pre-tokenizer and
 // returns the JSON the library saves.
