@@ -27,6 +27,7 @@ class WireReader {
 
   bool done() const { return pos_ >= bytes_.size(); }
   bool failed() const { return failed_; }
+  void fail() { failed_ = true; }
 
   // The next field's number and wire type; false at the end or on error.
   bool next(std::uint32_t& field, std::uint32_t& wire_type) {
@@ -105,49 +106,55 @@ struct NormalizerSpec {
   bool add_dummy_prefix = true, remove_extra_whitespaces = true, escape_whitespaces = true;
 };
 
-bool read_entry(std::string_view bytes, SentencePieceModel::Entry& entry) {
+// Calls on_field(reader, field, wire_type) for each field of a message; it
+// reads the fields it knows and returns false for the others, which are
+// skipped. False when the message is malformed.
+template <typename OnField>
+bool read_fields(std::string_view bytes, OnField&& on_field) {
   WireReader r(bytes);
   std::uint32_t field = 0, wire = 0;
   while (r.next(field, wire)) {
+    if (!on_field(r, field, wire)) r.skip(wire);
+  }
+  return !r.failed();
+}
+
+bool read_entry(std::string_view bytes, SentencePieceModel::Entry& entry) {
+  return read_fields(bytes, [&](WireReader& r, std::uint32_t field, std::uint32_t wire) {
     if (field == 1 && wire == 2) {
       entry.piece = std::string(r.bytes());
     } else if (field == 2 && wire == 5) {
       entry.score = r.fixed32_float();
     } else if (field == 3 && wire == 0) {
       const std::uint64_t type = r.varint();
-      if (type < 1 || type > 6) return false;
+      if (type < 1 || type > 6) r.fail();
       entry.type = static_cast<SentencePieceModel::PieceType>(type);
     } else {
-      r.skip(wire);
+      return false;
     }
-  }
-  return !r.failed();
+    return true;
+  });
 }
 
 bool read_trainer_spec(std::string_view bytes, TrainerSpec& spec) {
-  WireReader r(bytes);
-  std::uint32_t field = 0, wire = 0;
-  while (r.next(field, wire)) {
+  return read_fields(bytes, [&](WireReader& r, std::uint32_t field, std::uint32_t wire) {
     if (wire == 0 && (field == 3 || field == 24 || field == 35)) {
       const std::uint64_t value = r.varint();
       if (field == 3) spec.model_type = value;
       if (field == 24) spec.whitespace_as_suffix = value != 0;
       if (field == 35) spec.byte_fallback = value != 0;
     } else if (wire == 2 && field >= 45 && field <= 48) {
-      std::string piece(r.bytes());
       (field == 45 ? spec.unk_piece : field == 46 ? spec.bos_piece : field == 47 ? spec.eos_piece : spec.pad_piece) =
-          std::move(piece);
+          std::string(r.bytes());
     } else {
-      r.skip(wire);
+      return false;
     }
-  }
-  return !r.failed();
+    return true;
+  });
 }
 
 bool read_normalizer_spec(std::string_view bytes, NormalizerSpec& spec) {
-  WireReader r(bytes);
-  std::uint32_t field = 0, wire = 0;
-  while (r.next(field, wire)) {
+  return read_fields(bytes, [&](WireReader& r, std::uint32_t field, std::uint32_t wire) {
     if (field == 2 && wire == 2) {
       spec.charsmap = std::string(r.bytes());
     } else if (wire == 0 && field >= 3 && field <= 5) {
@@ -155,10 +162,10 @@ bool read_normalizer_spec(std::string_view bytes, NormalizerSpec& spec) {
       (field == 3 ? spec.add_dummy_prefix : field == 4 ? spec.remove_extra_whitespaces : spec.escape_whitespaces) =
           value;
     } else {
-      r.skip(wire);
+      return false;
     }
-  }
-  return !r.failed();
+    return true;
+  });
 }
 
 // sentencepiece's character length: by the first byte alone.
@@ -466,9 +473,9 @@ std::vector<std::pair<std::string_view, std::int32_t>> SentencePieceModel::bpe(s
   return out;
 }
 
-std::vector<SentencePieceModel::Piece> SentencePieceModel::encode(std::string_view text) const {
+std::vector<TextPiece> SentencePieceModel::encode(std::string_view text) const {
   const Normalized normalized = normalize(text);
-  std::vector<Piece> out;
+  std::vector<TextPiece> out;
   if (normalized.text.empty()) return out;
   const std::string_view n(normalized.text);
   std::size_t consumed = 0;

@@ -32,6 +32,7 @@
 
 #include "rapidqa/status.h"
 #include "text/chars_map.h"
+#include "text/special_layout.h"
 
 namespace rapidqa::text {
 
@@ -43,11 +44,6 @@ class SentencePieceModel {
     float score = 0;
     PieceType type = PieceType::kNormal;
   };
-  struct Piece {
-    std::int32_t id = 0;
-    std::size_t begin = 0;  // bytes of the original text
-    std::size_t end = 0;
-  };
 
   // kInvalidArgument, naming source, for bytes that are not a Unigram or
   // BPE model: malformed protobuf, no pieces, no unknown piece, a piece
@@ -56,7 +52,7 @@ class SentencePieceModel {
 
   // The pieces of valid UTF-8 text (the caller checks), as
   // SentencePieceProcessor::Encode gives them.
-  std::vector<Piece> encode(std::string_view text) const;
+  std::vector<TextPiece> encode(std::string_view text) const;
 
   const std::vector<Entry>& entries() const { return entries_; }
   std::int32_t unk_id() const { return unk_id_; }

@@ -75,11 +75,9 @@ Result<std::vector<TextPiece>> SentencePieceTokenizer::pieces(std::string_view t
   if (const std::size_t bad = find_invalid_utf8(text); bad != std::string_view::npos) {
     return Status::invalid_argument(fmt::format("text is not valid UTF-8 at byte {}", bad));
   }
-  std::vector<TextPiece> out;
-  for (const auto& piece : model_->encode(text)) {
-    std::int32_t id = piece.id;
-    if (numbering_ == Numbering::kFairseq) id = id == model_->unk_id() ? kFairseqUnk : id + 1;
-    out.push_back({id, piece.begin, piece.end});
+  std::vector<TextPiece> out = model_->encode(text);
+  if (numbering_ == Numbering::kFairseq) {
+    for (TextPiece& piece : out) piece.id = piece.id == model_->unk_id() ? kFairseqUnk : piece.id + 1;
   }
   return out;
 }
