@@ -22,7 +22,7 @@
 #include "rapidqa/qa_engine.h"
 #include "rapidqa/reader.h"
 #include "rapidqa/transformer_encoder.h"
-#include "text/byte_level_bpe.h"
+#include "text/pipeline_tokenizer.h"
 #include "text/sentencepiece_tokenizer.h"
 #include "text/wordpiece_tokenizer.h"
 
@@ -245,28 +245,59 @@ TEST_CASE("sentence-transformers directories give the vectors their modules make
   CHECK((*plain)->prompt().empty());
 }
 
-// A RoBERTa-family directory as users have it: the network and its
-// byte-level BPE tokenizer.json (built by Hugging Face's library in the
-// tokenizer fixture), the embeddings sized to that vocabulary.
-std::string roberta_with_bpe(const std::string& tag, const std::string& network, bool older_files = false,
-                             bool sentencepiece = false) {
-  auto tokenizer = rapidqa::text::ByteLevelBpeTokenizer::from_tokenizer_json(kTokenizers + "/roberta/tokenizer.json");
-  REQUIRE(tokenizer.is_ok());
-  const std::string spm_file = kTokenizers + "/spm-unigram/sentencepiece.bpe.model";
-  auto spm = rapidqa::text::SentencePieceTokenizer::from_model_file(
-      spm_file, rapidqa::text::SentencePieceTokenizer::Numbering::kFairseq);
-  REQUIRE(spm.is_ok());
-  const auto vocab = static_cast<std::int64_t>(sentencepiece ? spm->vocab_size() : tokenizer->vocab_size());
-  const fs::path dir = fs::temp_directory_path() / ("rapidqa-bpe-" + tag);
+// The tokenizer files a model directory of each family ships (built by
+// Hugging Face's library or sentencepiece in the tokenizer fixture).
+enum class TokenizerFiles {
+  kByteLevelJson,       // RoBERTa: byte-level BPE tokenizer.json
+  kVocabAndMerges,      // older RoBERTa checkpoints: vocab.json + merges.txt
+  kSentencepieceModel,  // XLM-R: sentencepiece.bpe.model alone
+  kUnigramJson,         // XLM-R: Unigram tokenizer.json with its Precompiled charsmap
+  kWordPieceRobertaJson,  // MPNet: WordPiece with <s> </s> around it
+  kWordPieceBertJson,     // ELECTRA: WordPiece with [CLS] [SEP]
+};
+
+// The tokenizer fixture's directory for `files`, whose expected.jsonl holds
+// the library's ids (none for the files without a tokenizer.json).
+std::string tokenizer_source(TokenizerFiles files) {
+  switch (files) {
+    case TokenizerFiles::kByteLevelJson:
+    case TokenizerFiles::kVocabAndMerges: return kTokenizers + "/roberta";
+    case TokenizerFiles::kSentencepieceModel:
+    case TokenizerFiles::kUnigramJson: return kTokenizers + "/spm-unigram";
+    case TokenizerFiles::kWordPieceRobertaJson: return kTokenizers + "/wordpiece-bert";
+    case TokenizerFiles::kWordPieceBertJson: return kTokenizers + "/wordpiece";
+  }
+  return {};
+}
+
+// A model directory as users have it: `network`'s weights with its word
+// embeddings resized to the tokenizer's vocabulary, and the tokenizer files.
+std::string directory_with_tokenizer(const std::string& tag, const std::string& network, TokenizerFiles files) {
+  const std::string source = tokenizer_source(files);
+  std::size_t vocab_size = 0;
+  if (files == TokenizerFiles::kSentencepieceModel) {
+    auto spm = rapidqa::text::SentencePieceTokenizer::from_model_file(
+        source + "/sentencepiece.bpe.model", rapidqa::text::SentencePieceTokenizer::Numbering::kFairseq);
+    REQUIRE(spm.is_ok());
+    vocab_size = spm->vocab_size();
+  } else {
+    auto tokenizer = rapidqa::text::PipelineTokenizer::from_tokenizer_json(source + "/tokenizer.json");
+    REQUIRE(tokenizer.is_ok());
+    vocab_size = tokenizer->vocab_size();
+  }
+  const auto vocab = static_cast<std::int64_t>(vocab_size);
+  const fs::path dir = fs::temp_directory_path() / ("rapidqa-tokenizer-" + tag);
   fs::remove_all(dir);
   fs::create_directories(dir);
-  if (sentencepiece) {  // XLM-RoBERTa's sentencepiece.bpe.model alone
-    fs::copy_file(spm_file, dir / "sentencepiece.bpe.model");
-  } else if (older_files) {  // vocab.json and merges.txt, as RoBERTa checkpoints without a tokenizer.json have them
-    fs::copy_file(kTokenizers + "/roberta/vocab.json", dir / "vocab.json");
-    fs::copy_file(kTokenizers + "/roberta/merges.txt", dir / "merges.txt");
-  } else {
-    fs::copy_file(kTokenizers + "/roberta/tokenizer.json", dir / "tokenizer.json");
+  switch (files) {
+    case TokenizerFiles::kSentencepieceModel:
+      fs::copy_file(source + "/sentencepiece.bpe.model", dir / "sentencepiece.bpe.model");
+      break;
+    case TokenizerFiles::kVocabAndMerges:
+      fs::copy_file(source + "/vocab.json", dir / "vocab.json");
+      fs::copy_file(source + "/merges.txt", dir / "merges.txt");
+      break;
+    default: fs::copy_file(source + "/tokenizer.json", dir / "tokenizer.json");
   }
   std::ifstream config_in(kModels + "/" + network + "/config.json");
   json config = json::parse(config_in);
@@ -276,17 +307,31 @@ std::string roberta_with_bpe(const std::string& tag, const std::string& network,
   REQUIRE(weights.is_ok());
   std::map<std::string, at::Tensor> tensors;
   for (const auto& [name, t] : weights->tensors) tensors[name] = t.to(at::kFloat).contiguous();
-  const std::string word = std::string(tensors.count("roberta.embeddings.word_embeddings.weight") ? "roberta." : "") +
-                           "embeddings.word_embeddings.weight";
+  const std::string suffix = "embeddings.word_embeddings.weight";
+  std::string word;
+  for (const auto& [name, t] : tensors) {
+    if (name.size() >= suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0) {
+      word = name;
+    }
+  }
+  REQUIRE_FALSE(word.empty());
   at::manual_seed(7);
   tensors[word] = at::randn({vocab, tensors.at(word).size(1)}) * 0.5;
   REQUIRE(rapidqa::model::write_safetensors((dir / "model.safetensors").string(), tensors).is_ok());
   return dir.string();
 }
 
+// The first line of a tokenizer fixture's expected ids.
+json first_expected(TokenizerFiles files) {
+  std::ifstream expected(tokenizer_source(files) + "/expected.jsonl");
+  std::string line;
+  REQUIRE(std::getline(expected, line));
+  return json::parse(line);
+}
+
 TEST_CASE("An XLM-RoBERTa directory with only its sentencepiece.bpe.model encodes", "[model][tokenizer]") {
   rapidqa::TransformerEncoderOptions options;
-  options.model_dir = roberta_with_bpe("sentencepiece", "roberta-tiny", false, /*sentencepiece=*/true);
+  options.model_dir = directory_with_tokenizer("sentencepiece", "roberta-tiny", TokenizerFiles::kSentencepieceModel);
   auto encoder = rapidqa::TransformerEncoder::load(options);
   INFO((encoder.is_ok() ? "" : encoder.status().message()));
   REQUIRE(encoder.is_ok());
@@ -311,19 +356,16 @@ TEST_CASE("An XLM-RoBERTa directory with only its sentencepiece.bpe.model encode
 
 TEST_CASE("A RoBERTa directory with its byte-level BPE tokenizer.json encodes and answers", "[model][tokenizer]") {
   rapidqa::TransformerEncoderOptions options;
-  options.model_dir = roberta_with_bpe("encoder", "roberta-tiny");
+  options.model_dir = directory_with_tokenizer("encoder", "roberta-tiny", TokenizerFiles::kByteLevelJson);
   auto encoder = rapidqa::TransformerEncoder::load(options);
   REQUIRE(encoder.is_ok());
   // The ids are the library's, RoBERTa's specials around them.
-  std::ifstream expected(kTokenizers + "/roberta/expected.jsonl");
-  std::string line;
-  REQUIRE(std::getline(expected, line));
-  const json first = json::parse(line);
+  const json first = first_expected(TokenizerFiles::kByteLevelJson);
   auto ids = (*encoder)->token_ids({first.at("text").get<std::string>()});
   REQUIRE(ids.is_ok());
   CHECK(ids->front() == first.at("ids").get<std::vector<std::int32_t>>());
   rapidqa::TransformerEncoderOptions older;
-  older.model_dir = roberta_with_bpe("older-files", "roberta-tiny", /*older_files=*/true);
+  older.model_dir = directory_with_tokenizer("older-files", "roberta-tiny", TokenizerFiles::kVocabAndMerges);
   auto from_older = rapidqa::TransformerEncoder::load(older);
   REQUIRE(from_older.is_ok());
   auto older_ids = (*from_older)->token_ids({first.at("text").get<std::string>()});
@@ -345,7 +387,8 @@ TEST_CASE("A RoBERTa directory with its byte-level BPE tokenizer.json encodes an
 
   // An XLM-R question-answering head cuts its span with the BPE offsets.
   rapidqa::ExtractiveReaderOptions reader_options;
-  reader_options.model_dir = roberta_with_bpe("reader", "xlm-roberta-tiny-qa-sharded");
+  reader_options.model_dir =
+      directory_with_tokenizer("reader", "xlm-roberta-tiny-qa-sharded", TokenizerFiles::kByteLevelJson);
   auto reader = rapidqa::ExtractiveReader::load(reader_options);
   REQUIRE(reader.is_ok());
   const std::string passage = "Your order shipped yesterday and will arrive soon. Track it in the app.";
@@ -353,6 +396,41 @@ TEST_CASE("A RoBERTa directory with its byte-level BPE tokenizer.json encodes an
   REQUIRE(spans.is_ok());
   REQUIRE_FALSE(spans->empty());
   for (const auto& span : *spans) CHECK(passage.substr(span.begin, span.end - span.begin) == span.text);
+}
+
+TEST_CASE("XLM-R, MPNet and ELECTRA directories with their own tokenizer.json encode and answer", "[model][tokenizer]") {
+  struct Family {
+    std::string network;
+    TokenizerFiles files;
+  };
+  const std::vector<Family> families{{"xlm-roberta-tiny", TokenizerFiles::kUnigramJson},
+                                     {"mpnet-tiny-bin", TokenizerFiles::kWordPieceRobertaJson},
+                                     {"electra-tiny-sharded", TokenizerFiles::kWordPieceBertJson}};
+  for (const auto& family : families) {
+    INFO(family.network);
+    rapidqa::TransformerEncoderOptions options;
+    options.model_dir = directory_with_tokenizer(family.network, family.network, family.files);
+    auto encoder = rapidqa::TransformerEncoder::load(options);
+    INFO((encoder.is_ok() ? "" : encoder.status().message()));
+    REQUIRE(encoder.is_ok());
+    const json first = first_expected(family.files);
+    auto ids = (*encoder)->token_ids({first.at("text").get<std::string>()});
+    REQUIRE(ids.is_ok());
+    CHECK(ids->front() == first.at("ids").get<std::vector<std::int32_t>>());
+    rapidqa::EngineOptions engine_options;
+    engine_options.encoder = *encoder;
+    engine_options.min_answer_score = -1.0f;
+    auto engine = rapidqa::QAEngine::create(engine_options);
+    REQUIRE(engine.is_ok());
+    rapidqa::KnowledgeEntry shipping{"ship", "Where is my order?", {}, "It ships in 2 days.", "", {}, 0};
+    rapidqa::KnowledgeEntry password{"pw", "How do I reset my password?", {}, "Use the reset link.", "", {}, 0};
+    REQUIRE((*engine)->load_entries({shipping, password}).is_ok());
+    rapidqa::AskOptions fresh;
+    fresh.use_cache = false;
+    auto answer = (*engine)->ask("How do I reset my password?", fresh);
+    REQUIRE(answer.is_ok());
+    CHECK(answer->entry_id() == "pw");
+  }
 }
 
 TEST_CASE("Malformed sentence-transformers files are refused with the file named", "[model][layout]") {

@@ -373,6 +373,45 @@ def write_sentence_transformers(out, vocab, vocab_list, base, cfg, seed):
     return entries
 
 
+def write_family_sentence_transformers(out, vocab_list, families):
+    """A sentence-transformers directory per family (the transformer at the root, in the format given), as
+    all-mpnet-base-v2, multilingual-e5 or a RoBERTa sentence model ship, and the vectors their modules make.
+    The RoBERTa family pads with id 1, so its vocab.txt puts [PAD] there: a real tokenizer never gives the
+    padding id to text, and neither does this one."""
+    entries = []
+    for name, cfg, sd, kind, modes, prompts, max_seq in families:
+        words = list(vocab_list)
+        if cfg["model_type"] in rb.ROBERTA_FAMILY:
+            words[0], words[1] = words[1], words[0]
+        vocab = {w: i for i, w in enumerate(words)}
+        d = os.path.join(out, name)
+        os.makedirs(os.path.join(d, "1_Pooling"), exist_ok=True)
+        os.makedirs(os.path.join(d, "2_Normalize"), exist_ok=True)
+        write_json(os.path.join(d, "config.json"), cfg)
+        write_vocab(os.path.join(d, "vocab.txt"), words)
+        write_weights(d, kind, sd, "F32", cfg)
+        write_json(os.path.join(d, "modules.json"),
+                   [{"idx": i, "name": str(i), "path": path, "type": "sentence_transformers.models." + k}
+                    for i, (k, path) in enumerate([("Transformer", ""), ("Pooling", "1_Pooling"),
+                                                   ("Normalize", "2_Normalize")])])
+        keys = {"cls": "pooling_mode_cls_token", "mean": "pooling_mode_mean_tokens", "max": "pooling_mode_max_tokens"}
+        pooling = {"word_embedding_dimension": cfg["hidden_size"]}
+        pooling.update({v: k in modes for k, v in keys.items()})
+        write_json(os.path.join(d, "1_Pooling", "config.json"), pooling)
+        write_json(os.path.join(d, "sentence_bert_config.json"), {"max_seq_length": max_seq, "do_lower_case": False})
+        if prompts:
+            write_json(os.path.join(d, "config_sentence_transformers.json"), {"prompts": prompts})
+        query = (prompts or {}).get("query", "")
+        normalize = [("normalize", None)]
+        cases = [st_case(f"{cfg['model_type']} {'+'.join(modes)}", vocab, sd, cfg, ST_TEXTS, query, max_seq, modes,
+                         True, normalize, {})]
+        if prompts and "passage" in prompts:
+            cases.append(st_case("passage prompt", vocab, sd, cfg, ST_TEXTS, prompts["passage"], max_seq, modes, True,
+                                 normalize, {"prompt_name": "passage"}))
+        entries.append({"model": name, "cases": cases})
+    return entries
+
+
 class _RunsACommand:
     """Unpickling this runs a shell command: what a malicious pytorch_model.bin carries."""
 
@@ -529,6 +568,19 @@ def main(argv=None):
         kind="sharded-bin", notes="mpnet-tiny's weights under 'mpnet.' in two pytorch_model.bin shards")
     add("bert-tiny-qa-sharded-bin", dict(bert_cfg, architectures=["BertForQuestionAnswering"]), qa_sd, qa_sd, "F32",
         kind="sharded-bin", notes="bert-tiny-qa in two pytorch_model.bin shards behind pytorch_model.bin.index.json")
+    # Every new family in every weights format: safetensors, pytorch_model.bin, sharded.
+    xcfg_base = dict(rcfg, model_type="xlm-roberta", architectures=["XLMRobertaModel"])
+    add("xlm-roberta-tiny", xcfg_base, rsd, rsd, "F32", notes="roberta-tiny's weights as XLMRobertaModel")
+    add("xlm-roberta-tiny-bin", dict(xcfg_base, architectures=["XLMRobertaForMaskedLM"]), rsd, rmlm, "F32",
+        kind="bin", notes="roberta-tiny-bin's tensors as XLMRobertaForMaskedLM")
+    add("roberta-tiny-sharded", rcfg, rsd, rsd, "F32", kind="sharded-safetensors",
+        notes="roberta-tiny in two safetensors shards")
+    ccfg = dict(rcfg, model_type="camembert", architectures=["CamembertModel"])
+    add("camembert-tiny", ccfg, rsd, rsd, "F32", notes="roberta-tiny's weights as CamembertModel")
+    add("camembert-tiny-bin", ccfg, rsd, rsd, "F32", kind="bin", notes="camembert-tiny as pytorch_model.bin")
+    add("mpnet-tiny-bin", mcfg, msd, msd, "F32", kind="bin", notes="mpnet-tiny as pytorch_model.bin")
+    add("electra-tiny-sharded", ecfg, esd, esd, "F32", kind="sharded-safetensors",
+        notes="electra-tiny in two safetensors shards")
 
     ref = {
         "format_version": FORMAT_VERSION,
@@ -578,6 +630,13 @@ def main(argv=None):
               f"in {1000 * (time.perf_counter() - t1):.0f} ms")
 
     ref["sentence_transformers"] = write_sentence_transformers(out, vocab, vocab_list, base, bert_cfg, args.seed)
+    ref["sentence_transformers"] += write_family_sentence_transformers(out, vocab_list, [
+        ("st-roberta", rcfg, rsd, "safetensors", ["mean"], None, 24),
+        ("st-xlm-roberta-e5", xcfg_base, rsd, "bin", ["mean"], {"query": "query: ", "passage": "passage: "}, 16),
+        ("st-camembert-sharded", ccfg, rsd, "sharded-bin", ["cls"], None, 24),
+        ("st-mpnet", mcfg, msd, "safetensors", ["mean"], None, 20),
+        ("st-electra-sharded", ecfg, esd, "sharded-safetensors", ["cls", "max"], None, 24),
+    ])
     ref["malicious"] = write_malicious_bin(out, bert_cfg, vocab_list, base)
     ref["sentence_transformers_note"] = (
         "vectors as the sentence-transformers pipeline makes them (pooling, Dense, Normalize modules); the "
