@@ -26,6 +26,7 @@
 #include <tuple>
 #include <vector>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "cache/change_message.h"
@@ -37,6 +38,8 @@
 #include "rapidqa/clock.h"
 #include "rapidqa/knowledge_file.h"
 #include "rapidqa/semantic_cache.h"
+#include "text/pipeline_tokenizer.h"
+#include "text/sentencepiece_tokenizer.h"
 #include "text/wordpiece_tokenizer.h"
 
 namespace fs = std::filesystem;
@@ -266,6 +269,104 @@ void wordpiece_seeds() {
   check(t.is_ok(), "the tokenizer.json seed does not load", t.is_ok() ? "" : t.status().message());
 }
 
+// ---- tokenizer_files ----
+// A protobuf field of a sentencepiece ModelProto, written by hand: the
+// library has no sentencepiece writer, and the seeds need only a few fields.
+std::string varint(std::uint64_t v) {
+  std::string out;
+  do {
+    out += static_cast<char>((v & 0x7f) | (v > 0x7f ? 0x80 : 0));
+    v >>= 7;
+  } while (v != 0);
+  return out;
+}
+std::string field_varint(int field, std::uint64_t v) { return varint(static_cast<std::uint64_t>(field) << 3) + varint(v); }
+std::string field_bytes(int field, const std::string& b) {
+  return varint((static_cast<std::uint64_t>(field) << 3) | 2) + varint(b.size()) + b;
+}
+std::string field_float(int field, float x) {
+  std::string out = varint((static_cast<std::uint64_t>(field) << 3) | 5);
+  char raw[4];
+  std::memcpy(raw, &x, 4);  // little-endian, as protobuf's fixed32
+  return out + std::string(raw, 4);
+}
+
+// model_type 1 Unigram, 2 BPE. Piece types: 1 normal, 2 unknown, 3 control,
+// 4 user-defined, 6 byte.
+std::string sentencepiece_model(int model_type, bool byte_fallback) {
+  std::string model;
+  auto piece = [&](const std::string& text, float score, int type) {
+    model += field_bytes(1, field_bytes(1, text) + field_float(2, score) + field_varint(3, static_cast<std::uint64_t>(type)));
+  };
+  piece("<unk>", 0, 2);
+  piece("<s>", 0, 3);
+  piece("</s>", 0, 3);
+  piece("<mask>", 0, 4);
+  const std::vector<std::string> words{"▁", "▁how", "▁do", "▁I", "▁re", "set", "▁my", "pass", "word", "?", "密", "码"};
+  float score = -2;
+  for (const auto& w : words) piece(w, score -= 0.25f, 1);
+  for (char c = 'a'; c <= 'z'; ++c) piece(std::string(1, c), score -= 0.1f, 1);
+  if (byte_fallback) {
+    for (int b = 0; b < 256; ++b) piece(fmt::format("<0x{:02X}>", b), 0, 6);
+  }
+  model += field_bytes(2, field_varint(3, static_cast<std::uint64_t>(model_type)) + field_varint(35, byte_fallback ? 1 : 0));
+  model += field_bytes(3, field_bytes(1, "identity") + field_varint(3, 1) + field_varint(4, 1) + field_varint(5, 1));
+  return model;
+}
+
+void tokenizer_files_seeds() {
+  const std::string unigram = sentencepiece_model(1, false);
+  seed("tokenizer_files", "unigram.model", unigram);
+  seed("tokenizer_files", "bpe-byte-fallback.model", sentencepiece_model(2, true));
+  seed("tokenizer_files", "near-truncated.model", unigram.substr(0, unigram.size() - 3));
+  seed("tokenizer_files", "unigram-metaspace.json",
+       R"({"added_tokens": [{"id": 3, "content": "<mask>", "single_word": false, "lstrip": true, "rstrip": false, "normalized": false, "special": true}],
+ "normalizer": {"type": "Sequence", "normalizers": [{"type": "NFKC"}, {"type": "Replace", "pattern": {"Regex": " {2,}"}, "content": " "}, {"type": "Strip", "strip_left": true, "strip_right": true}]},
+ "pre_tokenizer": {"type": "Metaspace", "replacement": "▁", "prepend_scheme": "always", "split": true},
+ "post_processor": {"type": "TemplateProcessing",
+   "single": [{"SpecialToken": {"id": "<s>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}, {"SpecialToken": {"id": "</s>", "type_id": 0}}],
+   "pair": [{"SpecialToken": {"id": "<s>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}, {"SpecialToken": {"id": "</s>", "type_id": 0}}, {"Sequence": {"id": "B", "type_id": 0}}, {"SpecialToken": {"id": "</s>", "type_id": 0}}],
+   "special_tokens": {"<s>": {"id": "<s>", "ids": [1], "tokens": ["<s>"]}, "</s>": {"id": "</s>", "ids": [2], "tokens": ["</s>"]}}},
+ "model": {"type": "Unigram", "unk_id": 0, "byte_fallback": false,
+   "vocab": [["<unk>", 0.0], ["<s>", 0.0], ["</s>", 0.0], ["<mask>", 0.0], ["▁", -2.0], ["▁how", -3.0], ["▁re", -3.5], ["set", -3.6], ["pass", -4.0], ["word", -4.0], ["a", -5.0], ["e", -5.0], ["o", -5.0], ["s", -5.0], ["密", -6.0]]}})");
+  seed("tokenizer_files", "bpe-byte-level.json",
+       R"({"added_tokens": [{"id": 0, "content": "<s>", "special": true}, {"id": 1, "content": "<pad>", "special": true}, {"id": 2, "content": "</s>", "special": true}],
+ "normalizer": null,
+ "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": true},
+ "post_processor": {"type": "RobertaProcessing", "sep": ["</s>", 2], "cls": ["<s>", 0], "trim_offsets": true, "add_prefix_space": false},
+ "model": {"type": "BPE", "dropout": null, "unk_token": null, "continuing_subword_prefix": null, "end_of_word_suffix": null, "fuse_unk": false, "byte_fallback": false,
+   "vocab": {"<s>": 0, "<pad>": 1, "</s>": 2, "h": 3, "o": 4, "w": 5, "Ġ": 6, "r": 7, "e": 8, "s": 9, "t": 10, "ho": 11, "how": 12, "Ġr": 13, "re": 14, "es": 15},
+   "merges": ["h o", "ho w", "Ġ r", "r e", "e s"]}})");
+  seed("tokenizer_files", "bpe-byte-fallback.json",
+       R"({"normalizer": {"type": "Sequence", "normalizers": [{"type": "Prepend", "prepend": "▁"}, {"type": "Replace", "pattern": {"String": " "}, "content": "▁"}]},
+ "pre_tokenizer": null,
+ "post_processor": {"type": "TemplateProcessing", "single": [{"SpecialToken": {"id": "<s>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}], "pair": [{"SpecialToken": {"id": "<s>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}, {"Sequence": {"id": "B", "type_id": 1}}],
+   "special_tokens": {"<s>": {"id": "<s>", "ids": [1], "tokens": ["<s>"]}}},
+ "model": {"type": "BPE", "unk_token": "<unk>", "fuse_unk": true, "byte_fallback": true,
+   "vocab": {"<unk>": 0, "<s>": 1, "<0x41>": 2, "<0xC3>": 3, "<0xA9>": 4, "▁": 5, "a": 6, "b": 7, "▁a": 8, "ab": 9},
+   "merges": [["▁", "a"], ["a", "b"]]}})");
+  seed("tokenizer_files", "wordlevel-pretokenizers.json",
+       R"({"normalizer": {"type": "Sequence", "normalizers": [{"type": "NFD"}, {"type": "StripAccents"}, {"type": "Lowercase"}]},
+ "pre_tokenizer": {"type": "Sequence", "pretokenizers": [{"type": "WhitespaceSplit"}, {"type": "Punctuation", "behavior": "Isolated"}, {"type": "Digits", "individual_digits": true}, {"type": "Split", "pattern": {"Regex": "[a-z]+"}, "behavior": "Isolated", "invert": false}]},
+ "post_processor": {"type": "BertProcessing", "sep": ["[SEP]", 1], "cls": ["[CLS]", 2]},
+ "model": {"type": "WordLevel", "unk_token": "[UNK]", "vocab": {"[UNK]": 0, "[SEP]": 1, "[CLS]": 2, "how": 3, "do": 4, "i": 5, "?": 6, "1": 7}}})");
+  seed("tokenizer_files", "near-merge-unknown.json",
+       R"({"model": {"type": "BPE", "vocab": {"a": 0, "b": 1}, "merges": ["a c"]}})");
+  const fs::path dir = root / "tokenizer_files";
+  for (const char* name : {"unigram-metaspace.json", "bpe-byte-level.json", "bpe-byte-fallback.json",
+                           "wordlevel-pretokenizers.json"}) {
+    auto t = rapidqa::text::PipelineTokenizer::from_tokenizer_json((dir / name).string());
+    check(t.is_ok(), "a tokenizer.json seed does not load", t.is_ok() ? name : t.status().message());
+    check(t->encode("How do I reset my password? Émile 12", 64).is_ok(), "a tokenizer.json seed does not encode", name);
+  }
+  for (const char* name : {"unigram.model", "bpe-byte-fallback.model"}) {
+    auto t = rapidqa::text::SentencePieceTokenizer::from_model_file(
+        (dir / name).string(), rapidqa::text::SentencePieceTokenizer::Numbering::kModel);
+    check(t.is_ok(), "a sentencepiece seed does not load", t.is_ok() ? name : t.status().message());
+    check(t->encode("How do I reset my password? 密码", 64).is_ok(), "a sentencepiece seed does not encode", name);
+  }
+}
+
 // ---- cache_snapshot ----
 void cache_snapshot_seeds() {
   rapidqa::SemanticCacheOptions options;
@@ -439,6 +540,7 @@ int main(int argc, char** argv) {
   model_config_seeds();
   torchscript_seeds();
   wordpiece_seeds();
+  tokenizer_files_seeds();
   cache_snapshot_seeds();
   index_snapshot_seeds();
   change_message_seeds();

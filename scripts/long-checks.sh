@@ -175,7 +175,7 @@ max_len_of() {
   case "$1" in
     safetensors) echo 16384 ;;
     torchscript) echo 32768 ;;
-    knowledge_jsonl|wordpiece|cache_snapshot) echo 8192 ;;
+    knowledge_jsonl|wordpiece|cache_snapshot|tokenizer_files) echo 8192 ;;
     index_snapshot) echo 12288 ;;  # the graph seed's level generator state alone is ~7 KB
     model_config|change_message) echo 4096 ;;
     capi_ask) echo 2048 ;;
