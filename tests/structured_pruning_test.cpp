@@ -2,8 +2,13 @@
 // leave the matrices, the pruned model computes what its dense export
 // (zeros at the original shapes) computes, it saves and loads (sparse
 // weights compactly), and a pruned model can then be quantized.
+// LibTorch first: its module headers pull in glog, whose CHECK macro Catch
+// must override.
 #include <ATen/ATen.h>
 #include <c10/core/InferenceMode.h>
+
+#include "train/trainable_bert.h"
+#undef CHECK
 #include <catch2/catch.hpp>
 
 #include <filesystem>
@@ -16,6 +21,7 @@
 #include "model/sparse_weight.h"
 #include "model/transformer_checkpoint.h"
 #include "model/transformer_model.h"
+#include "rapidqa/pruner.h"
 #include "rapidqa/quantizer.h"
 
 namespace fs = std::filesystem;
@@ -173,4 +179,73 @@ TEST_CASE("Global L1 pruning zeroes the smallest weights and stores them compact
   REQUIRE(loaded.is_ok());
   const auto in = sample_inputs();
   CHECK(at::equal(pooled(**loaded, in), pooled(**pruned, in)));
+}
+
+TEST_CASE("Every family trains and prunes: the trainable copy computes the runtime's states, with heads removed",
+          "[pruner][structured][families]") {
+  for (const std::string name : {"bert-tiny", "roberta-tiny", "xlm-roberta-tiny-bin", "camembert-tiny",
+                                 "electra-tiny-sharded", "mpnet-tiny"}) {
+    INFO(name);
+    auto loaded = rapidqa::model::load_transformer(std::string(RAPIDQA_TINY_MODELS) + "/" + name);
+    REQUIRE(loaded.is_ok());
+    auto m = rapidqa::model::build_transformer((*loaded)->config, rapidqa::model::checkpoint_tensors(**loaded), name);
+    REQUIRE(m.is_ok());
+    // Heads leave both layers (MPNet's shared bias must follow each
+    // layer's own heads), and some neurons.
+    rapidqa::compress::StructuredPlan plan;
+    plan.heads = {{1}, {0, 3}};
+    plan.neurons = {{0, 5, 17}, {}};
+    REQUIRE(rapidqa::compress::apply_structured(**m, plan).is_ok());
+    const auto config = rapidqa::compress::pruned_config(**m);
+    CHECK(config.pruned_heads.at(1) == std::vector<std::int64_t>{0, 3});
+    auto student = rapidqa::train::TrainableBert::from_tensors(config, rapidqa::model::checkpoint_tensors(**m), name);
+    INFO((student.is_ok() ? "" : student.status().message()));
+    REQUIRE(student.is_ok());
+    (*student)->eval();
+    // Real tokens only differ from the runtime in float rounding; the
+    // second row is padded (its tail is ignored).
+    const auto in = sample_inputs();
+    at::Tensor trained;
+    {
+      at::NoGradGuard no_grad;
+      trained = (*student)->forward(in);
+    }
+    c10::InferenceMode inference;
+    const at::Tensor runtime = (*m)->forward(in);
+    const at::Tensor mask = in.attention_mask.to(at::kFloat).unsqueeze(-1);
+    CHECK(((trained - runtime) * mask).abs().max().item<float>() < 1e-4);
+    // And back: the student's tensors build the same runtime model.
+    auto back = rapidqa::model::build_transformer(config, (*student)->export_tensors(), name);
+    REQUIRE(back.is_ok());
+    CHECK(at::allclose(pooled(**back, in), pooled(**m, in), 1e-6, 1e-6));
+  }
+}
+
+TEST_CASE("prune_model prunes RoBERTa, ELECTRA and MPNet directories and their pruned models load",
+          "[pruner][structured][families]") {
+  for (const std::string name : {"roberta-tiny", "electra-tiny", "mpnet-tiny"}) {
+    INFO(name);
+    rapidqa::PrunerOptions options;
+    options.knowledge_file = std::string(RAPIDQA_SOURCE_DIR) + "/examples/data/faq.jsonl";
+    options.method = rapidqa::PruningMethod::kStructured;
+    options.head_fraction = 0.25;
+    options.neuron_fraction = 0.25;
+    options.fine_tune_epochs = 1;
+    options.importance_batches = 2;
+    options.latency_sequence = 16;
+    const fs::path out = scratch("family-" + name);
+    auto report = rapidqa::prune_model(std::string(RAPIDQA_TINY_MODELS) + "/" + name, out.string(), options);
+    INFO((report.is_ok() ? "" : report.status().message()));
+    REQUIRE(report.is_ok());
+    CHECK(report->parameters_after < report->parameters_before);
+    auto pruned = rapidqa::model::load_transformer(out.string());
+    REQUIRE(pruned.is_ok());
+    auto source = rapidqa::model::load_transformer(std::string(RAPIDQA_TINY_MODELS) + "/" + name);
+    REQUIRE(source.is_ok());
+    CHECK((*pruned)->config.model_type == (*source)->config.model_type);
+    std::int64_t heads = 0;
+    for (const auto& layer : (*pruned)->layers) heads += layer.num_heads;
+    CHECK(heads < (*pruned)->config.num_heads * (*pruned)->config.num_layers);
+    CHECK(pooled(**pruned, sample_inputs()).isfinite().all().item<bool>());
+  }
 }

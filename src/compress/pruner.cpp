@@ -42,7 +42,7 @@ void say(const PrunerOptions& o, const std::string& line) {
 // The runtime model's sentence vectors: what a pruned model is judged by,
 // since that is what ships.
 train::EncodeFn runtime_encoder(std::shared_ptr<const TransformerModel> m,
-                                std::shared_ptr<const text::WordPieceTokenizer> tokenizer) {
+                                std::shared_ptr<const text::Tokenizer> tokenizer) {
   return [m, tokenizer](const std::vector<std::string>& texts, std::vector<float>& out) -> Status {
     c10::InferenceMode inference;
     out.clear();
@@ -60,7 +60,7 @@ train::EncodeFn runtime_encoder(std::shared_ptr<const TransformerModel> m,
 }
 
 Result<double> metric_of(std::shared_ptr<const TransformerModel> m,
-                         const std::shared_ptr<const text::WordPieceTokenizer>& tokenizer, const train::FaqSplit& split) {
+                         const std::shared_ptr<const text::Tokenizer>& tokenizer, const train::FaqSplit& split) {
   auto accuracy = train::top1_accuracy(runtime_encoder(std::move(m), tokenizer), split);
   if (!accuracy) return accuracy.status();
   return accuracy->top1();
@@ -95,29 +95,14 @@ std::pair<double, double> side_by_side_latency_ms(const TransformerModel& origin
 // The runtime model of a student's weights, with the layers' original head
 // and neuron indices carried over from `like`.
 Result<std::shared_ptr<TransformerModel>> runtime_of(const TrainableBert& student, const TransformerModel& like) {
-  model::TransformerConfig config = like.config;
-  config.pruned_heads.clear();
-  config.pruned_intermediate.clear();
-  for (std::size_t l = 0; l < like.layers.size(); ++l) {
-    const auto& layer = like.layers[l];
-    for (std::int64_t i = 0; i < like.config.num_heads; ++i) {
-      if (std::find(layer.head_ids.begin(), layer.head_ids.end(), i) == layer.head_ids.end()) {
-        config.pruned_heads[static_cast<std::int64_t>(l)].push_back(i);
-      }
-    }
-    for (std::int64_t i = 0; i < like.config.intermediate_size; ++i) {
-      if (std::find(layer.neuron_ids.begin(), layer.neuron_ids.end(), i) == layer.neuron_ids.end()) {
-        config.pruned_intermediate[static_cast<std::int64_t>(l)].push_back(i);
-      }
-    }
-  }
-  return model::build_transformer(config, student.export_tensors(), "pruned model");
+  return model::build_transformer(compress::pruned_config(like), student.export_tensors(), "pruned model");
 }
 
+// A trainable copy of m; MPNet's layers keep their original head indices.
 Result<std::shared_ptr<TrainableBert>> student_of(const TransformerModel& m, double dropout) {
   train::TrainableBertOptions options;
   options.dropout = dropout;
-  return TrainableBert::from_tensors(m.config, model::checkpoint_tensors(m), "pruned model", options);
+  return TrainableBert::from_tensors(compress::pruned_config(m), model::checkpoint_tensors(m), "pruned model", options);
 }
 
 // Pairs of phrasings of one entry, one pair per entry and batch, for the
@@ -154,7 +139,7 @@ struct GradientImportance {
   std::vector<at::Tensor> head_mask, head_taylor, neuron_taylor;
 };
 
-Result<GradientImportance> gradient_importance(TrainableBert& student, const text::WordPieceTokenizer& tokenizer,
+Result<GradientImportance> gradient_importance(TrainableBert& student, const text::Tokenizer& tokenizer,
                                                const train::FaqSplit& split, std::size_t batches) {
   GradientImportance g;
   const std::size_t layers = student.layer_count();
@@ -201,7 +186,7 @@ Result<GradientImportance> gradient_importance(TrainableBert& student, const tex
 // distribution against the teacher's at a temperature (KL, scaled by T^2
 // so its gradients keep their size as T changes).
 train::StepLossHook distillation_hook(std::shared_ptr<TrainableBert> teacher,
-                                      std::shared_ptr<const text::WordPieceTokenizer> tokenizer,
+                                      std::shared_ptr<const text::Tokenizer> tokenizer,
                                       const PrunerOptions& options) {
   const double mse_weight = options.distillation_mse_weight, kl_weight = options.distillation_kl_weight;
   const double t = options.distillation_temperature;
@@ -233,7 +218,7 @@ struct Step {
 };
 
 Result<Step> structured_step(const TransformerModel& current, TrainableBert& current_student,
-                             const text::WordPieceTokenizer& tokenizer, const train::FaqSplit& split,
+                             const text::Tokenizer& tokenizer, const train::FaqSplit& split,
                              double head_fraction, double neuron_fraction, const PrunerOptions& options) {
   std::vector<at::Tensor> head_scores = compress::head_magnitude(current);
   std::vector<at::Tensor> neuron_scores = compress::neuron_magnitude(current);
@@ -291,7 +276,7 @@ class HeldZeros {
 };
 
 Status fine_tune(Step& step, const std::shared_ptr<TrainableBert>& teacher,
-                 const std::shared_ptr<const text::WordPieceTokenizer>& tokenizer, const train::FaqSplit& split,
+                 const std::shared_ptr<const text::Tokenizer>& tokenizer, const train::FaqSplit& split,
                  const PrunerOptions& options, const HeldZeros* zeros = nullptr) {
   if (!options.fine_tune || options.fine_tune_epochs == 0) return Status::ok();
   train::ContrastiveOptions co;
@@ -426,12 +411,7 @@ Result<PruningReport> prune_model(const std::string& model_dir, const std::strin
     split_options.seed = train::training_split_seed(model_dir, options.seed);
     auto split = train::split_faq(kb->entries, split_options);
     if (!split) return split.status();
-    // The trainer reads BERT's WordPiece only.
-    const auto tokenizer = std::dynamic_pointer_cast<const text::WordPieceTokenizer>(bundle->tokenizer);
-    if (!tokenizer) {
-      return Status::invalid_argument(
-          fmt::format("{}: the pruner fine-tunes with the trainer, which reads WordPiece vocabularies only", model_dir));
-    }
+    const std::shared_ptr<const text::Tokenizer> tokenizer = bundle->tokenizer;
 
     PruningReport report;
     std::shared_ptr<TransformerModel> current = std::const_pointer_cast<TransformerModel>(bundle->model);

@@ -206,17 +206,27 @@ Result<std::string> pruned_config_json(const std::string& source_config_path, co
   if (!parsed) return Status::invalid_argument(fmt::format("{}: {}", source_config_path, parsed.status().message()));
   nlohmann::json config = std::move(parsed).value();
   if (!config.is_object()) return Status::invalid_argument(fmt::format("{}: expected a JSON object", source_config_path));
+  const model::TransformerConfig pruned = pruned_config(m);
   nlohmann::json heads = nlohmann::json::object(), neurons = nlohmann::json::object();
+  for (const auto& [layer, ids] : pruned.pruned_heads) heads[std::to_string(layer)] = ids;
+  for (const auto& [layer, ids] : pruned.pruned_intermediate) neurons[std::to_string(layer)] = ids;
+  config["pruned_heads"] = heads;
+  config["pruned_intermediate"] = neurons;
+  return config.dump(2) + "\n";
+}
+
+model::TransformerConfig pruned_config(const model::TransformerModel& m) {
+  model::TransformerConfig config = m.config;
+  config.pruned_heads.clear();
+  config.pruned_intermediate.clear();
   for (std::size_t l = 0; l < m.layers.size(); ++l) {
     const auto& layer = m.layers[l];
     const auto removed_heads = complement(m.config.num_heads, layer.head_ids);
     const auto removed_neurons = complement(m.config.intermediate_size, layer.neuron_ids);
-    if (!removed_heads.empty()) heads[std::to_string(l)] = removed_heads;
-    if (!removed_neurons.empty()) neurons[std::to_string(l)] = removed_neurons;
+    if (!removed_heads.empty()) config.pruned_heads[static_cast<std::int64_t>(l)] = removed_heads;
+    if (!removed_neurons.empty()) config.pruned_intermediate[static_cast<std::int64_t>(l)] = removed_neurons;
   }
-  config["pruned_heads"] = heads;
-  config["pruned_intermediate"] = neurons;
-  return config.dump(2) + "\n";
+  return config;
 }
 
 std::map<std::string, at::Tensor> dense_checkpoint(const model::TransformerModel& m) {

@@ -62,6 +62,11 @@ Status apply_structured(model::TransformerModel& m, const StructuredPlan& plan);
 // "pruned_heads" and "pruned_intermediate" naming the removed originals.
 Result<std::string> pruned_config_json(const std::string& source_config_path, const model::TransformerModel& m);
 
+// m's config with the heads and neurons its layers no longer have named, by
+// their original indices, in pruned_heads and pruned_intermediate (what
+// build_transformer and TrainableBert read them from).
+model::TransformerConfig pruned_config(const model::TransformerModel& m);
+
 // Every tensor at the original (config) shapes, removed heads and neurons as
 // zero rows and columns: a checkpoint plain Hugging Face BertModel loads and
 // that computes what the pruned model computes.

@@ -144,7 +144,7 @@ at::Tensor in_batch_contrastive_loss(const at::Tensor& anchors, const at::Tensor
                 torch::nn::functional::cross_entropy(logits.t(), targets));
 }
 
-Result<TrainingReport> train_contrastive(TrainableBert& model, const text::WordPieceTokenizer& tokenizer,
+Result<TrainingReport> train_contrastive(TrainableBert& model, const text::Tokenizer& tokenizer,
                                          const FaqSplit& split, const ContrastiveOptions& options,
                                          const EpochCallback& on_epoch, const StepLossHook& step_hook) {
   if (Status s = check_options(options); !s) return s;

@@ -77,7 +77,7 @@ using EpochCallback = std::function<void(const EpochReport&)>;
 // fewer than two entries have a training pair (two phrasings, or a phrasing
 // and a companion); a failure inside
 // LibTorch is kInternal with its message. The model is left in eval mode.
-Result<TrainingReport> train_contrastive(TrainableBert& model, const text::WordPieceTokenizer& tokenizer,
+Result<TrainingReport> train_contrastive(TrainableBert& model, const text::Tokenizer& tokenizer,
                                          const FaqSplit& split, const ContrastiveOptions& options,
                                          const EpochCallback& on_epoch = {}, const StepLossHook& step_hook = {});
 

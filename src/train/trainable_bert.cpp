@@ -2,6 +2,7 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -26,6 +27,30 @@ constexpr double kInitStd = 0.02;  // BERT's initializer_range
 // in the Hugging Face names (attention.self.query, ...).
 std::shared_ptr<torch::nn::Module> node(torch::nn::Module& parent, const std::string& name) {
   return parent.register_module(name, std::make_shared<torch::nn::Module>());
+}
+
+// The module at a dotted path below root ("attention.attn"), made on the
+// way where missing: the layers of each family keep their own names.
+torch::nn::Module& child_at(torch::nn::Module& root, const std::string& path) {
+  torch::nn::Module* m = &root;
+  std::size_t begin = 0;
+  while (begin < path.size()) {
+    const std::size_t dot = std::min(path.find('.', begin), path.size());
+    const std::string name = path.substr(begin, dot - begin);
+    auto children = m->named_children();
+    const auto* existing = children.find(name);
+    m = existing ? existing->get() : node(*m, name).get();
+    begin = dot + 1;
+  }
+  return *m;
+}
+
+// The parent path and last name of a dotted name: "attention.attn.q" ->
+// ("attention.attn", "q").
+std::pair<std::string, std::string> split_leaf(const std::string& dotted) {
+  const std::size_t dot = dotted.rfind('.');
+  if (dot == std::string::npos) return {"", dotted};
+  return {dotted.substr(0, dot), dotted.substr(dot + 1)};
 }
 
 torch::nn::Linear linear(torch::nn::Module& parent, const std::string& name, std::int64_t in, std::int64_t out) {
@@ -56,12 +81,13 @@ std::string shape_string(at::IntArrayRef shape) {
 }
 
 Status check_config(const model::TransformerConfig& c) {
-  if (c.architecture != model::Architecture::kBert || c.position_offset != 0 || c.embedding_size != 0) {
-    return Status::invalid_argument(
-        fmt::format("only BERT models can be trained, not model_type '{}'", c.model_type));
+  if (c.architecture == model::Architecture::kDistilBert) {
+    return Status::invalid_argument(fmt::format("model_type '{}' cannot be trained (BERT, the RoBERTa family, ELECTRA "
+                                                "and MPNet can)", c.model_type));
   }
   if (c.vocab_size <= 0 || c.hidden_size <= 0 || c.num_layers <= 0 || c.num_heads <= 0 ||
-      c.intermediate_size <= 0 || c.max_position_embeddings <= 0 || c.type_vocab_size <= 0) {
+      c.intermediate_size <= 0 || c.max_position_embeddings <= c.position_offset ||
+      (c.architecture == model::Architecture::kBert && c.type_vocab_size <= 0)) {
     return Status::invalid_argument(fmt::format(
         "every size must be positive (vocab {}, hidden {}, layers {}, heads {}, intermediate {}, positions {}, "
         "token types {})",
@@ -81,32 +107,42 @@ Status check_config(const model::TransformerConfig& c) {
 
 }  // namespace
 
-BertLayer::BertLayer(std::int64_t hidden, const BertLayerShape& shape, double eps, double dropout)
+BertLayer::BertLayer(std::int64_t hidden, const BertLayerShape& shape, double eps, double dropout,
+                     const model::LayerNames& names, const std::vector<std::int64_t>& head_ids)
     : head_dim_(shape.head_dim), dropout_(dropout) {
   if (hidden <= 0 || shape.num_heads <= 0 || shape.head_dim <= 0 || shape.intermediate_size <= 0) {
     throw std::invalid_argument(fmt::format("layer sizes must be positive (hidden {}, heads {} x {}, intermediate {})",
                                             hidden, shape.num_heads, shape.head_dim, shape.intermediate_size));
   }
+  if (!head_ids.empty() && static_cast<std::int64_t>(head_ids.size()) != shape.num_heads) {
+    throw std::invalid_argument(
+        fmt::format("{} head ids given for a layer of {} heads", head_ids.size(), shape.num_heads));
+  }
+  if (!head_ids.empty()) head_ids_ = at::tensor(head_ids, at::kLong);
   const std::int64_t width = shape.num_heads * shape.head_dim;
-  auto attention = node(*this, "attention");
-  auto self = node(*attention, "self");
-  query = linear(*self, "query", hidden, width);
-  key = linear(*self, "key", hidden, width);
-  value = linear(*self, "value", hidden, width);
-  auto attention_out = node(*attention, "output");
-  attention_output = linear(*attention_out, "dense", width, hidden);
-  attention_norm = layer_norm(*attention_out, hidden, eps);
-  intermediate = linear(*node(*this, "intermediate"), "dense", hidden, shape.intermediate_size);
-  auto out = node(*this, "output");
-  output = linear(*out, "dense", shape.intermediate_size, hidden);
-  output_norm = layer_norm(*out, hidden, eps);
+  auto place = [&](const std::string& dotted, std::int64_t in, std::int64_t out) {
+    const auto [parent, leaf] = split_leaf(dotted);
+    return linear(child_at(*this, parent), leaf, in, out);
+  };
+  auto norm_at = [&](const std::string& dotted) {
+    // layer_norm() names its module "LayerNorm", as every family does.
+    return layer_norm(child_at(*this, split_leaf(dotted).first), hidden, eps);
+  };
+  query = place(names.query, hidden, width);
+  key = place(names.key, hidden, width);
+  value = place(names.value, hidden, width);
+  attention_output = place(names.attention_output, width, hidden);
+  attention_norm = norm_at(names.attention_norm);
+  intermediate = place(names.intermediate, hidden, shape.intermediate_size);
+  output = place(names.output, shape.intermediate_size, hidden);
+  output_norm = norm_at(names.output_norm);
 }
 
 BertLayerShape BertLayer::shape() const {
   return {query->weight.size(0) / head_dim_, head_dim_, intermediate->weight.size(0)};
 }
 
-at::Tensor BertLayer::forward(const at::Tensor& x, const at::Tensor& additive_mask) {
+at::Tensor BertLayer::forward(const at::Tensor& x, const at::Tensor& additive_mask, const at::Tensor& position_bias) {
   const std::int64_t batch = x.size(0), seq = x.size(1);
   const std::int64_t heads = query->weight.size(0) / head_dim_;
   // [B, S, A * D] -> [B, A, S, D]
@@ -115,6 +151,10 @@ at::Tensor BertLayer::forward(const at::Tensor& x, const at::Tensor& additive_ma
   const at::Tensor k = split_heads(key->forward(x));
   const at::Tensor v = split_heads(value->forward(x));
   at::Tensor scores = at::matmul(q, k.transpose(-1, -2)) / std::sqrt(static_cast<double>(head_dim_));
+  // MPNet: this layer's heads' rows of the bias every layer shares.
+  if (position_bias.defined()) {
+    scores = scores + (head_ids_.defined() ? position_bias.index_select(1, head_ids_) : position_bias.narrow(1, 0, heads));
+  }
   if (additive_mask.defined()) scores = scores + additive_mask;
   at::Tensor probs = torch::dropout(at::softmax(scores, -1), dropout_, is_training());
   const at::Tensor context = at::matmul(probs, v).transpose(1, 2).reshape({batch, seq, heads * head_dim_});
@@ -134,14 +174,38 @@ TrainableBert::TrainableBert(const model::TransformerConfig& config, const std::
         fmt::format("{} layer shapes given for a config of {} layers", layers.size(), config.num_layers));
   }
   auto embeddings = node(*this, "embeddings");
-  const std::int64_t h = config.hidden_size;
-  word_embeddings = embedding(*embeddings, "word_embeddings", config.vocab_size, h);
-  position_embeddings = embedding(*embeddings, "position_embeddings", config.max_position_embeddings, h);
-  token_type_embeddings = embedding(*embeddings, "token_type_embeddings", config.type_vocab_size, h);
-  embedding_norm = layer_norm(*embeddings, h, config.layer_norm_eps);
-  auto list = node(*this, "encoder")->register_module("layer", torch::nn::ModuleList());
-  for (const BertLayerShape& shape : layers) {
-    layers_.push_back(std::make_shared<BertLayer>(h, shape, config.layer_norm_eps, dropout_));
+  const std::int64_t h = config.hidden_size, e = config.embedding_width();
+  word_embeddings = embedding(*embeddings, "word_embeddings", config.vocab_size, e);
+  position_embeddings = embedding(*embeddings, "position_embeddings", config.max_position_embeddings, e);
+  if (config.architecture == model::Architecture::kBert) {
+    token_type_embeddings = embedding(*embeddings, "token_type_embeddings", config.type_vocab_size, e);
+  }
+  embedding_norm = layer_norm(*embeddings, e, config.layer_norm_eps);
+  // ELECTRA: embeddings narrower than the layers, projected up.
+  if (e != h) embedding_projection = linear(*this, "embeddings_project", e, h);
+  auto encoder = node(*this, "encoder");
+  auto list = encoder->register_module("layer", torch::nn::ModuleList());
+  const model::LayerNames names = model::names_for(config.architecture);
+  const bool mpnet = config.architecture == model::Architecture::kMPNet;
+  if (mpnet) {
+    relative_attention_bias =
+        embedding(*encoder, "relative_attention_bias", config.relative_attention_buckets, config.num_heads);
+  }
+  for (std::size_t l = 0; l < layers.size(); ++l) {
+    // Which of the config's heads a layer kept: MPNet's shared bias has a
+    // column per original head.
+    std::vector<std::int64_t> head_ids;
+    if (mpnet) {
+      const auto pruned = config.pruned_heads.find(static_cast<std::int64_t>(l));
+      for (std::int64_t i = 0; i < config.num_heads; ++i) {
+        if (pruned == config.pruned_heads.end() ||
+            std::find(pruned->second.begin(), pruned->second.end(), i) == pruned->second.end()) {
+          head_ids.push_back(i);
+        }
+      }
+    }
+    layers_.push_back(
+        std::make_shared<BertLayer>(h, layers[l], config.layer_norm_eps, dropout_, names, head_ids));
     list->push_back(layers_.back());
   }
 }
@@ -165,22 +229,30 @@ Result<std::shared_ptr<TrainableBert>> TrainableBert::from_tensors(const model::
                                                                    const TrainableBertOptions& options) {
   if (Status s = check_config(config); !s) return Status::invalid_argument(source + ": " + s.message());
   return detail::guarded("building the model", [&]() -> Result<std::shared_ptr<TrainableBert>> {
+    // Unprefixed names, or under the family's own prefix (as a model with a
+    // head saves them).
     std::string prefix;
-    if (!tensors.count("embeddings.word_embeddings.weight")) prefix = "bert.";
+    for (const char* p : {"bert.", "roberta.", "electra.", "mpnet."}) {
+      if (!tensors.count("embeddings.word_embeddings.weight") &&
+          tensors.count(std::string(p) + "embeddings.word_embeddings.weight")) {
+        prefix = p;
+      }
+    }
     auto find = [&](const std::string& name) -> const at::Tensor* {
       const auto it = tensors.find(prefix + name);
       return it == tensors.end() ? nullptr : &it->second;
     };
     // Layer sizes from the weights: heads from the query rows, the
     // feed-forward width from the intermediate rows.
+    const model::LayerNames names = model::names_for(config.architecture);
     std::vector<BertLayerShape> shapes;
     const std::int64_t head_dim = config.head_dim();
     for (std::int64_t i = 0; i < config.num_layers; ++i) {
-      const std::string p = fmt::format("encoder.layer.{}.", i);
-      const at::Tensor* q = find(p + "attention.self.query.weight");
-      const at::Tensor* ffn = find(p + "intermediate.dense.weight");
-      for (const auto& [tensor, name] : {std::pair{q, "attention.self.query.weight"},
-                                         std::pair{ffn, "intermediate.dense.weight"}}) {
+      const std::string p = fmt::format("{}{}.", names.layer_prefix, i);
+      const std::string query_name = names.query + ".weight", inner_name = names.intermediate + ".weight";
+      const at::Tensor* q = find(p + query_name);
+      const at::Tensor* ffn = find(p + inner_name);
+      for (const auto& [tensor, name] : {std::pair{q, query_name}, std::pair{ffn, inner_name}}) {
         if (!tensor) return Status::invalid_argument(fmt::format("{}: tensor '{}{}{}' is missing", source, prefix, p, name));
         if (tensor->dim() != 2) {
           return Status::invalid_argument(fmt::format("{}: tensor '{}{}{}' has shape {}, expected a matrix", source,
@@ -189,12 +261,12 @@ Result<std::shared_ptr<TrainableBert>> TrainableBert::from_tensors(const model::
       }
       if (q->size(0) == 0 || q->size(0) % head_dim != 0) {
         return Status::invalid_argument(fmt::format(
-            "{}: tensor '{}{}attention.self.query.weight' has {} rows, not a positive multiple of the head width {}",
-            source, prefix, p, q->size(0), head_dim));
+            "{}: tensor '{}{}{}' has {} rows, not a positive multiple of the head width {}",
+            source, prefix, p, query_name, q->size(0), head_dim));
       }
       shapes.push_back({q->size(0) / head_dim, head_dim, ffn->size(0)});
     }
-    if (find(fmt::format("encoder.layer.{}.attention.self.query.weight", config.num_layers))) {
+    if (find(fmt::format("{}{}.{}.weight", names.layer_prefix, config.num_layers, names.query))) {
       return Status::invalid_argument(fmt::format("{}: the tensors have more layers than the {} the config declares",
                                                   source, config.num_layers));
     }
@@ -234,15 +306,21 @@ Result<std::shared_ptr<TrainableBert>> TrainableBert::load(const std::string& mo
 at::Tensor TrainableBert::forward(const model::ModelInputs& inputs) {
   const at::Tensor& ids = inputs.input_ids;
   const std::int64_t batch = ids.size(0), seq = ids.size(1);
-  if (seq > config_.max_position_embeddings) {
+  if (seq > config_.max_sequence_length()) {
     throw std::invalid_argument(fmt::format("sequence of {} tokens is longer than the model's {} positions", seq,
-                                            config_.max_position_embeddings));
+                                            config_.max_sequence_length()));
   }
-  const at::Tensor positions = at::arange(seq, ids.options());
+  // The RoBERTa family and MPNet count positions from past the padding
+  // index (the runtime and Hugging Face agree on every real token).
+  const at::Tensor positions = at::arange(seq, ids.options()) + config_.position_offset;
   at::Tensor x = word_embeddings->forward(ids) + position_embeddings->forward(positions);
-  x = x + token_type_embeddings->forward(inputs.token_type_ids.defined() ? inputs.token_type_ids
-                                                                        : at::zeros_like(ids));
+  if (token_type_embeddings) {
+    // One token type (the RoBERTa family): every token reads row 0, as in the runtime.
+    const bool typed = inputs.token_type_ids.defined() && config_.type_vocab_size > 1;
+    x = x + token_type_embeddings->forward(typed ? inputs.token_type_ids : at::zeros_like(ids));
+  }
   x = torch::dropout(embedding_norm->forward(x), dropout_, is_training());
+  if (embedding_projection) x = embedding_projection->forward(x);
   // Padding gets the most negative float before the softmax, as in the
   // runtime (and Hugging Face), so both see the same probabilities.
   at::Tensor additive_mask;
@@ -250,7 +328,21 @@ at::Tensor TrainableBert::forward(const model::ModelInputs& inputs) {
     additive_mask = (1.0 - inputs.attention_mask.to(at::kFloat)) * std::numeric_limits<float>::lowest();
     additive_mask = additive_mask.view({batch, 1, 1, seq});
   }
-  for (const auto& layer : layers_) x = layer->forward(x, additive_mask);
+  // MPNet: the bias of every original head by relative position (key
+  // minus query), [1, heads, S, S].
+  at::Tensor position_bias;
+  if (relative_attention_bias) {
+    std::vector<std::int64_t> buckets(static_cast<std::size_t>(seq * seq));
+    for (std::int64_t i = 0; i < seq; ++i) {
+      for (std::int64_t j = 0; j < seq; ++j) {
+        buckets[static_cast<std::size_t>(i * seq + j)] =
+            model::relative_position_bucket(j - i, config_.relative_attention_buckets);
+      }
+    }
+    const at::Tensor index = at::tensor(buckets, at::kLong).to(ids.device());
+    position_bias = relative_attention_bias->forward(index).view({seq, seq, -1}).permute({2, 0, 1}).unsqueeze(0);
+  }
+  for (const auto& layer : layers_) x = layer->forward(x, additive_mask, position_bias);
   return x;
 }
 
@@ -271,6 +363,11 @@ std::int64_t TrainableBert::parameter_count() const {
 }
 
 Status TrainableBert::save(const std::string& model_dir, const text::WordPieceTokenizer& tokenizer) const {
+  if (config_.architecture != model::Architecture::kBert || config_.position_offset != 0 || embedding_projection) {
+    return Status::failed_precondition(fmt::format(
+        "save writes BERT checkpoints with a vocab.txt, not model_type '{}' (the pruner saves the others)",
+        config_.model_type));
+  }
   if (static_cast<std::int64_t>(tokenizer.vocab_size()) > config_.vocab_size) {
     return Status::invalid_argument(fmt::format("the tokenizer has {} tokens but the model embeds only {}",
                                                 tokenizer.vocab_size(), config_.vocab_size));
@@ -341,7 +438,7 @@ Status TrainableBert::save(const std::string& model_dir, const text::WordPieceTo
   });
 }
 
-Result<model::ModelInputs> make_inputs(const text::WordPieceTokenizer& tokenizer,
+Result<model::ModelInputs> make_inputs(const text::Tokenizer& tokenizer,
                                        const std::vector<std::string>& texts, std::size_t max_sequence_length) {
   std::vector<text::TokenizedText> tokenized;
   tokenized.reserve(texts.size());
@@ -356,7 +453,7 @@ Result<model::ModelInputs> make_inputs(const text::WordPieceTokenizer& tokenizer
   return model::make_batch(batch, tokenizer.pad_id());
 }
 
-Status encode_texts(TrainableBert& model, const text::WordPieceTokenizer& tokenizer,
+Status encode_texts(TrainableBert& model, const text::Tokenizer& tokenizer,
                     const std::vector<std::string>& texts, std::size_t max_sequence_length, std::size_t batch_size,
                     std::vector<float>& out) {
   batch_size = std::max<std::size_t>(1, batch_size);
@@ -389,7 +486,7 @@ Status encode_texts(TrainableBert& model, const text::WordPieceTokenizer& tokeni
   });
 }
 
-EncodeFn encode_fn(std::shared_ptr<TrainableBert> model, std::shared_ptr<const text::WordPieceTokenizer> tokenizer,
+EncodeFn encode_fn(std::shared_ptr<TrainableBert> model, std::shared_ptr<const text::Tokenizer> tokenizer,
                    std::size_t max_sequence_length, std::size_t batch_size) {
   return [model = std::move(model), tokenizer = std::move(tokenizer), max_sequence_length, batch_size](
              const std::vector<std::string>& texts, std::vector<float>& out) {

@@ -1,8 +1,12 @@
-// TrainableBert: a BERT encoder as a LibTorch module, for training with
-// autograd (the runtime in model/ is inference only). Its parameter names
-// are the Hugging Face names (embeddings.word_embeddings.weight,
-// encoder.layer.N.attention.self.query.weight, ...), so what it exports
-// loads unchanged in our runtime and in Hugging Face.
+// TrainableBert: a BERT-family encoder as a LibTorch module, for training
+// with autograd (the runtime in model/ is inference only): BERT, the
+// RoBERTa family (positions past the padding index, one token type),
+// ELECTRA (narrow embeddings projected up) and MPNet (its own layer names and
+// a relative position bias). Its parameter names are the Hugging Face names
+// of the family (embeddings.word_embeddings.weight,
+// encoder.layer.N.attention.self.query.weight or MPNet's
+// encoder.layer.N.attention.attn.q.weight, ...), so what it exports loads
+// unchanged in our runtime and in Hugging Face.
 //
 // Each layer reads its head count and intermediate width from its own
 // weights, so layers may differ in size (the Pruner removes heads and
@@ -45,16 +49,21 @@ struct BertLayerShape {
   std::int64_t intermediate_size = 0;  // feed-forward neurons
 };
 
-// One encoder layer, in Hugging Face's module tree:
+// One encoder layer, in Hugging Face's module tree for its family (names):
 //   attention.self.{query,key,value}, attention.output.{dense,LayerNorm},
-//   intermediate.dense, output.{dense,LayerNorm}.
+//   intermediate.dense, output.{dense,LayerNorm} for BERT's layout.
 class BertLayer : public torch::nn::Module {
  public:
-  BertLayer(std::int64_t hidden_size, const BertLayerShape& shape, double layer_norm_eps, double dropout);
+  // head_ids: the original index of each head the layer has (MPNet reads
+  // its column of the shared position bias by it); empty for 0, 1, ...
+  BertLayer(std::int64_t hidden_size, const BertLayerShape& shape, double layer_norm_eps, double dropout,
+            const model::LayerNames& names = model::names_for(model::Architecture::kBert),
+            const std::vector<std::int64_t>& head_ids = {});
 
   // x [B, S, hidden]; additive_mask [B, 1, 1, S] (0 for tokens, very
-  // negative for padding) or undefined for a batch without padding.
-  at::Tensor forward(const at::Tensor& x, const at::Tensor& additive_mask);
+  // negative for padding) or undefined for a batch without padding;
+  // position_bias [1, all heads, S, S] (MPNet) or undefined.
+  at::Tensor forward(const at::Tensor& x, const at::Tensor& additive_mask, const at::Tensor& position_bias = {});
 
   // Read from the weights, so a layer whose linears were swapped for
   // smaller ones reports (and runs with) its new sizes.
@@ -70,6 +79,7 @@ class BertLayer : public torch::nn::Module {
  private:
   std::int64_t head_dim_;  // fixed by the model; heads are what a pruner removes
   double dropout_;
+  at::Tensor head_ids_;  // long [heads], or undefined: 0, 1, ...
 };
 
 class TrainableBert : public torch::nn::Module {
@@ -77,18 +87,20 @@ class TrainableBert : public torch::nn::Module {
   // Fresh weights in BERT's initialisation (normal(0, 0.02) weights and
   // embeddings, zero biases, LayerNorm 1 and 0), drawn from LibTorch's
   // process-wide generator after seeding it with options.seed, so one seed
-  // gives one model; every layer of the config's size. kInvalidArgument for a config that is not BERT-shaped
-  // (DistilBERT, no segment embeddings, sizes that do not divide).
+  // gives one model; every layer of the config's size. kInvalidArgument for a config that cannot be trained
+  // (DistilBERT, a BERT layout without segment embeddings, sizes that do not divide).
   static Result<std::shared_ptr<TrainableBert>> create(const model::TransformerConfig& config,
                                                        const TrainableBertOptions& options = {});
 
   // Whether a model of this configuration can be trained: OK, or
-  // kInvalidArgument saying why not (BERT models only: not DistilBERT's
-  // names, nor the RoBERTa family's, MPNet's or ELECTRA's layouts).
+  // kInvalidArgument saying why not (DistilBERT's layout is not trained;
+  // every family needs gelu).
   static Status can_train(const model::TransformerConfig& config);
 
-  // From Hugging Face tensors (with or without a "bert." prefix; heads and
-  // the pooler are ignored). Layer sizes come from the tensors. Every
+  // From Hugging Face tensors (unprefixed or under the family's "bert.",
+  // "roberta.", "electra." or "mpnet."; heads and the pooler are ignored).
+  // Layer sizes come from the tensors; for MPNet, which heads each layer
+  // kept from config.pruned_heads. Every
   // parameter must be present with a consistent shape; an error names the
   // tensor and what was expected.
   static Result<std::shared_ptr<TrainableBert>> from_tensors(const model::TransformerConfig& config,
@@ -134,28 +146,31 @@ class TrainableBert : public torch::nn::Module {
   double dropout_;
   torch::nn::Embedding word_embeddings{nullptr};
   torch::nn::Embedding position_embeddings{nullptr};
-  torch::nn::Embedding token_type_embeddings{nullptr};
+  torch::nn::Embedding token_type_embeddings{nullptr};  // BERT layout only
   torch::nn::LayerNorm embedding_norm{nullptr};
+  torch::nn::Linear embedding_projection{nullptr};      // ELECTRA: embedding_size -> hidden
+  torch::nn::Embedding relative_attention_bias{nullptr};  // MPNet: [buckets, heads]
   std::vector<std::shared_ptr<BertLayer>> layers_;  // also registered under encoder.layer
 };
 
-// Model inputs for texts as our runtime builds them: tokenizer.encode
-// ([CLS] text [SEP], cut to max_sequence_length), padded to the longest.
+// Model inputs for texts as our runtime builds them: tokenizer.encode (the
+// text between the tokenizer's specials, cut to max_sequence_length),
+// padded with its padding id to the longest.
 // kInvalidArgument naming the text for invalid UTF-8.
-Result<model::ModelInputs> make_inputs(const text::WordPieceTokenizer& tokenizer,
+Result<model::ModelInputs> make_inputs(const text::Tokenizer& tokenizer,
                                        const std::vector<std::string>& texts, std::size_t max_sequence_length);
 
 // Sentence vectors of texts into out (texts.size() rows of hidden_size,
 // row-major): eval mode, no gradients, batch_size texts per model call, the
 // model's previous mode restored afterwards. Errors as make_inputs; a
 // LibTorch failure is kInternal.
-Status encode_texts(TrainableBert& model, const text::WordPieceTokenizer& tokenizer,
+Status encode_texts(TrainableBert& model, const text::Tokenizer& tokenizer,
                     const std::vector<std::string>& texts, std::size_t max_sequence_length, std::size_t batch_size,
                     std::vector<float>& out);
 
 // encode_texts as an EncodeFn (for top1_accuracy); it shares ownership of
 // both.
-EncodeFn encode_fn(std::shared_ptr<TrainableBert> model, std::shared_ptr<const text::WordPieceTokenizer> tokenizer,
+EncodeFn encode_fn(std::shared_ptr<TrainableBert> model, std::shared_ptr<const text::Tokenizer> tokenizer,
                    std::size_t max_sequence_length, std::size_t batch_size = 64);
 
 }  // namespace rapidqa::train
