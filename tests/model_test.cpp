@@ -25,6 +25,7 @@
 #include "text/pipeline_tokenizer.h"
 #include "text/sentencepiece_tokenizer.h"
 #include "text/wordpiece_tokenizer.h"
+#include "support/engine_check.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -371,19 +372,7 @@ TEST_CASE("A RoBERTa directory with its byte-level BPE tokenizer.json encodes an
   auto older_ids = (*from_older)->token_ids({first.at("text").get<std::string>()});
   REQUIRE(older_ids.is_ok());
   CHECK(older_ids->front() == first.at("ids").get<std::vector<std::int32_t>>());
-  rapidqa::EngineOptions engine_options;
-  engine_options.encoder = *encoder;
-  engine_options.min_answer_score = -1.0f;
-  auto engine = rapidqa::QAEngine::create(engine_options);
-  REQUIRE(engine.is_ok());
-  rapidqa::KnowledgeEntry shipping{"ship", "Where is my order?", {}, "It ships in 2 days.", "", {}, 0};
-  rapidqa::KnowledgeEntry password{"pw", "How do I reset my password?", {}, "Use the reset link.", "", {}, 0};
-  REQUIRE((*engine)->load_entries({shipping, password}).is_ok());
-  rapidqa::AskOptions fresh;
-  fresh.use_cache = false;
-  auto answer = (*engine)->ask("How do I reset my password?", fresh);
-  REQUIRE(answer.is_ok());
-  CHECK(answer->entry_id() == "pw");
+  CHECK(rapidqa::testing::password_entry_answered(*encoder));
 
   // An XLM-R question-answering head cuts its span with the BPE offsets.
   rapidqa::ExtractiveReaderOptions reader_options;
@@ -417,19 +406,7 @@ TEST_CASE("XLM-R, MPNet and ELECTRA directories with their own tokenizer.json en
     auto ids = (*encoder)->token_ids({first.at("text").get<std::string>()});
     REQUIRE(ids.is_ok());
     CHECK(ids->front() == first.at("ids").get<std::vector<std::int32_t>>());
-    rapidqa::EngineOptions engine_options;
-    engine_options.encoder = *encoder;
-    engine_options.min_answer_score = -1.0f;
-    auto engine = rapidqa::QAEngine::create(engine_options);
-    REQUIRE(engine.is_ok());
-    rapidqa::KnowledgeEntry shipping{"ship", "Where is my order?", {}, "It ships in 2 days.", "", {}, 0};
-    rapidqa::KnowledgeEntry password{"pw", "How do I reset my password?", {}, "Use the reset link.", "", {}, 0};
-    REQUIRE((*engine)->load_entries({shipping, password}).is_ok());
-    rapidqa::AskOptions fresh;
-    fresh.use_cache = false;
-    auto answer = (*engine)->ask("How do I reset my password?", fresh);
-    REQUIRE(answer.is_ok());
-    CHECK(answer->entry_id() == "pw");
+    CHECK(rapidqa::testing::password_entry_answered(*encoder));
   }
 }
 

@@ -26,6 +26,7 @@
 #include "rapidqa/quantizer.h"
 #include "rapidqa/reader.h"
 #include "rapidqa/transformer_encoder.h"
+#include "support/engine_check.h"
 
 namespace fs = std::filesystem;
 using rapidqa::compress::ObserverKind;
@@ -72,23 +73,6 @@ void check_params(const rapidqa::model::QuantParams& p, const nlohmann::json& ex
   CHECK(p.zero_point == expected.at("zero_point").get<int>());
 }
 
-// Whether an engine over `encoder` with two entries answers the password
-// question with the password entry (caches off, so the encoder decides).
-bool password_entry_answered(std::shared_ptr<rapidqa::Encoder> encoder) {
-  rapidqa::EngineOptions engine_options;
-  engine_options.encoder = std::move(encoder);
-  engine_options.min_answer_score = -1.0f;
-  auto engine = rapidqa::QAEngine::create(engine_options);
-  REQUIRE(engine.is_ok());
-  rapidqa::KnowledgeEntry shipping{"ship", "where is my order", {}, "It ships in 2 days.", "", {}, 0};
-  rapidqa::KnowledgeEntry password{"pw", "how do i reset my password", {}, "Use the reset link.", "", {}, 0};
-  REQUIRE((*engine)->load_entries({shipping, password}).is_ok());
-  rapidqa::AskOptions fresh;
-  fresh.use_cache = false;
-  auto answer = (*engine)->ask("how do i reset my password", fresh);
-  REQUIRE(answer.is_ok());
-  return answer->entry_id() == "pw";
-}
 
 fs::path scratch(const std::string& name) {
   const fs::path dir = fs::temp_directory_path() / ("rapidqa-quantizer-test-" + name);
@@ -329,7 +313,7 @@ TEST_CASE("A quantized model saves, loads and answers like the in-memory one", "
   CHECK_FALSE(fs::exists(scratch("none") / "model.safetensors"));
 
   // The engine answers with it.
-  CHECK(password_entry_answered(int8));
+  CHECK(rapidqa::testing::password_entry_answered(int8));
 }
 
 TEST_CASE("Auto mode keeps FP32 where INT8 loses more than the budget", "[quantizer]") {
@@ -388,7 +372,7 @@ TEST_CASE("Every model family quantizes and answers through the engine and the r
     CHECK(((va * vb).sum(1) > 0.98).all().item<bool>());
 
     // The engine answers with the quantized encoder.
-    CHECK(password_entry_answered(*int8));
+    CHECK(rapidqa::testing::password_entry_answered(*int8));
   }
   // The pruner fine-tunes with the trainer, which runs every family but
   // DistilBERT (structured_pruning_test.cpp prunes the others): DistilBERT

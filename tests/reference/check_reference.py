@@ -165,6 +165,7 @@ def distil_as_bert(sd, cfg):
            "ffn.lin2": "output.dense", "output_layer_norm": "output.LayerNorm"}
     out = {}
     for k, v in sd.items():
+        k = k[len("distilbert."):] if k.startswith("distilbert.") else k
         if k in m:
             out[m[k]] = v
             continue
@@ -278,7 +279,7 @@ def main(argv=None):
 
             # expected names / shapes, derived from the config
             if cfg["model_type"] == "distilbert":
-                exp = expected_distil_names(cfg)
+                exp = [entry["tensor_prefix"] + k for k in expected_distil_names(cfg)]
             elif cfg["model_type"] in ("mpnet", "electra"):
                 pre = entry["tensor_prefix"]
                 exp = [pre + k for k in expected_other_names(cfg, entry["has_pooler"])]

@@ -395,7 +395,7 @@ def write_family_sentence_transformers(out, vocab_list, families):
                     for i, (k, path) in enumerate([("Transformer", ""), ("Pooling", "1_Pooling"),
                                                    ("Normalize", "2_Normalize")])])
         keys = {"cls": "pooling_mode_cls_token", "mean": "pooling_mode_mean_tokens", "max": "pooling_mode_max_tokens"}
-        pooling = {"word_embedding_dimension": cfg["hidden_size"]}
+        pooling = {"word_embedding_dimension": cfg.get("hidden_size", cfg.get("dim"))}
         pooling.update({v: k in modes for k, v in keys.items()})
         write_json(os.path.join(d, "1_Pooling", "config.json"), pooling)
         write_json(os.path.join(d, "sentence_bert_config.json"), {"max_seq_length": max_seq, "do_lower_case": False})
@@ -581,6 +581,10 @@ def main(argv=None):
     add("mpnet-tiny-bin", mcfg, msd, msd, "F32", kind="bin", notes="mpnet-tiny as pytorch_model.bin")
     add("electra-tiny-sharded", ecfg, esd, esd, "F32", kind="sharded-safetensors",
         notes="electra-tiny in two safetensors shards")
+    add("distilbert-tiny-bin", dcfg, dsd, prefixed(dsd, "distilbert."), "F32", kind="bin",
+        notes="distilbert-tiny's weights under 'distilbert.' as pytorch_model.bin")
+    add("distilbert-tiny-sharded", dcfg, dsd, dsd, "F32", kind="sharded-safetensors",
+        notes="distilbert-tiny in two safetensors shards")
 
     ref = {
         "format_version": FORMAT_VERSION,
@@ -636,6 +640,7 @@ def main(argv=None):
         ("st-camembert-sharded", ccfg, rsd, "sharded-bin", ["cls"], None, 24),
         ("st-mpnet", mcfg, msd, "safetensors", ["mean"], None, 20),
         ("st-electra-sharded", ecfg, esd, "sharded-safetensors", ["cls", "max"], None, 24),
+        ("st-distilbert-bin", dcfg, dsd, "bin", ["mean"], None, 24),
     ])
     ref["malicious"] = write_malicious_bin(out, bert_cfg, vocab_list, base)
     ref["sentence_transformers_note"] = (
