@@ -4,7 +4,7 @@
 //
 //   rapidqa-quantize --model IN --out OUT [--mode dynamic|static]
 //                    [--calib FILE] [--precision default|auto|int8|TABLE]
-//                    [--min-sqnr DB] [--calib-limit N] [--threads N]
+//                    [--min-cosine C] [--min-sqnr DB] [--calib-limit N] [--threads N]
 //
 // --calib reads calibration text: a knowledge file (.jsonl: every question
 // and alternate) or plain text (one per line). Without it the bundled FAQ's
@@ -25,10 +25,12 @@ namespace {
 void usage(std::FILE* to) {
   std::fprintf(to,
                "usage: rapidqa-quantize --model IN --out OUT [--mode dynamic|static] [--calib FILE]\n"
-               "                        [--precision default|auto|int8|TABLE] [--min-sqnr DB]\n"
-               "                        [--calib-limit N] [--threads N]\n"
+               "                        [--precision default|auto|int8|TABLE] [--min-cosine C]\n"
+               "                        [--min-sqnr DB] [--calib-limit N] [--threads N]\n"
                "Quantizes the model directory IN to INT8, writes OUT and prints the per-layer report.\n"
-               "--calib: a knowledge file (.jsonl) or one text per line (default: the bundled FAQ).\n");
+               "--calib: a knowledge file (.jsonl) or one text per line (default: the bundled FAQ).\n"
+               "--min-cosine: auto's budget, the worst calibration text's sentence-vector cosine to FP32\n"
+               "  (default 0.99); --min-sqnr: the layers that go back to FP32 first where it is missed.\n");
 }
 
 bool parse_positive(const char* text, double& out) {
@@ -43,7 +45,7 @@ bool parse_positive(const char* text, double& out) {
 
 bool takes_value(const std::string& option) {
   static const char* const kValueOptions[] = {
-      "--model", "--out", "--mode", "--calib", "--precision", "--min-sqnr", "--calib-limit", "--threads"};
+      "--model", "--out", "--mode", "--calib", "--precision", "--min-cosine", "--min-sqnr", "--calib-limit", "--threads"};
   for (const char* known : kValueOptions) {
     if (option == known) return true;
   }
@@ -89,6 +91,12 @@ int tool_main(int argc, char** argv) {
       calib = take();
     } else if (arg == "--precision") {
       options.precision_table = take();
+    } else if (arg == "--min-cosine") {
+      if (!parse_positive(v, options.min_vector_cosine) || options.min_vector_cosine > 1) {
+        std::fprintf(stderr, "rapidqa-quantize: --min-cosine needs a cosine in (0, 1], not '%s'\n", v);
+        return 2;
+      }
+      ++i;
     } else if (arg == "--min-sqnr") {
       if (!parse_positive(v, options.min_sqnr_db)) {
         std::fprintf(stderr, "rapidqa-quantize: --min-sqnr needs a positive number of dB, not '%s'\n", v);

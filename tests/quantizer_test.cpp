@@ -317,22 +317,62 @@ TEST_CASE("A quantized model saves, loads and answers like the in-memory one", "
 }
 
 TEST_CASE("Auto mode keeps FP32 where INT8 loses more than the budget", "[quantizer]") {
-  const fs::path out = scratch("auto");
   rapidqa::QuantizerOptions options;
   options.precision_table = "auto";
   options.min_sqnr_db = 200.0;  // nothing quantized can be that close
-  options.latency_rows = {8};
+  options.latency_rows = {};  // no timing: on a busy host a layer this small can be slower in INT8
+                              // and keep FP32 for speed, which is not what this test is about
   options.calibration_texts = {"where is my order", "how do i reset my password"};
+  // Where the model meets its cosine budget in INT8, auto is every layer
+  // INT8, however low a layer's SQNR: it is never slower than int8.
+  auto within = rapidqa::quantize_model(kModels + "/bert-tiny", scratch("auto-within").string(), options);
+  REQUIRE(within.is_ok());
+  CHECK(within->embedding_cosine_min >= options.min_vector_cosine);
+  for (const auto& l : within->layers) {
+    if (l.name.rfind("encoder.layer.", 0) != 0) continue;
+    CHECK(l.precision == "int8-dynamic");
+  }
+  // A budget no INT8 model meets sends back every layer below min_sqnr_db.
+  options.min_vector_cosine = 1.0;
+  const fs::path out = scratch("auto");
   auto report = rapidqa::quantize_model(kModels + "/bert-tiny", out.string(), options);
   REQUIRE(report.is_ok());
   for (const auto& l : report->layers) {
     if (l.name.rfind("encoder.layer.", 0) != 0) continue;
     CHECK(l.precision == "fp32");
-    CHECK(l.note.find("budget") != std::string::npos);
+    CHECK(l.note.find("misses the cosine budget 1 in INT8, and this layer's SQNR") != std::string::npos);
   }
   auto loaded = rapidqa::model::load_transformer(out.string());
   REQUIRE(loaded.is_ok());
   CHECK((*loaded)->layers[0].qkv->kind().rfind("f32", 0) == 0);
+
+  // Between the two: the fewest lowest-SQNR layers go back until the
+  // budget holds, those below min_sqnr_db first.
+  // A budget halfway between every encoder layer in INT8 and none (only
+  // the embeddings) needs some of them back.
+  options.min_sqnr_db = 0.0;
+  REQUIRE(report->embedding_cosine_min > within->embedding_cosine_min);
+  options.min_vector_cosine = (within->embedding_cosine_min + report->embedding_cosine_min) / 2;
+  auto some = rapidqa::quantize_model(kModels + "/bert-tiny", scratch("auto-some").string(), options);
+  REQUIRE(some.is_ok());
+  INFO("cosine with every encoder layer INT8 " << within->embedding_cosine_min << ", with none "
+                                               << report->embedding_cosine_min << "\n" << some->to_text());
+  CHECK(some->embedding_cosine_min >= options.min_vector_cosine);
+  std::vector<double> fp32_sqnr, int8_sqnr;
+  for (const auto& l : some->layers) {
+    if (l.name.rfind("encoder.layer.", 0) != 0) continue;
+    (l.precision == "fp32" ? fp32_sqnr : int8_sqnr).push_back(l.sqnr_db);
+    if (l.precision == "fp32") CHECK(l.note.find("lowest that go back to FP32") != std::string::npos);
+  }
+  CHECK_FALSE(fp32_sqnr.empty());
+  CHECK_FALSE(int8_sqnr.empty());
+  if (!fp32_sqnr.empty() && !int8_sqnr.empty()) {
+    CHECK(*std::max_element(fp32_sqnr.begin(), fp32_sqnr.end()) <= *std::min_element(int8_sqnr.begin(), int8_sqnr.end()));
+  }
+  options.min_vector_cosine = 1.5;
+  auto bad = rapidqa::quantize_model(kModels + "/bert-tiny", scratch("auto-bad").string(), options);
+  REQUIRE_FALSE(bad.is_ok());
+  CHECK(bad.status().message().find("min_vector_cosine must be a cosine in [-1, 1]") != std::string::npos);
 }
 
 TEST_CASE("Every model family quantizes and answers through the engine and the reader", "[quantizer][engine][families]") {

@@ -5,8 +5,9 @@
 // Weights become INT8 per output channel (symmetric); activations are
 // quantized to u8 with a zero point, per call from the batch's own range
 // (dynamic) or with ranges calibrated on sample text (static). A precision
-// table chooses per layer: INT8, FP32, or auto (INT8 unless it costs more
-// accuracy than the budget or is not clearly faster for the layer's shape).
+// table chooses per layer: INT8, FP32, or auto (INT8 unless the model's
+// sentence vectors then drift past the budget, or INT8 is clearly slower
+// for the layer's shape).
 // Each quantized layer is measured on the calibration inputs against FP32
 // (SQNR, cosine, latency before and after); with bias correction the mean
 // output shift it showed there is added back to its bias.
@@ -46,11 +47,18 @@ struct QuantizerOptions {
   std::size_t calibration_batch_size = 16;  // texts per calibration forward pass
   std::size_t max_sequence_length = 128;    // tokens per calibration text
   std::size_t sample_rows = 512;            // input rows kept per layer to measure it on
-  // auto: a layer stays FP32 when its INT8 output's SQNR is below this (dB).
+  // auto's accuracy budget: with every auto layer in INT8, the worst
+  // calibration text's sentence vector (mean-pooled, normalised) keeps at
+  // least this cosine to FP32's. Where a model misses it, layers go back to
+  // FP32 lowest SQNR first until it holds; where it holds, auto is as fast
+  // as quantizing every layer.
+  double min_vector_cosine = 0.99;
+  // auto, when the model misses min_vector_cosine: every layer whose INT8
+  // output's SQNR is below this (dB) goes back to FP32 first.
   double min_sqnr_db = 25.0;
   // Row counts (tokens per call: batch x sequence) at which each layer's
   // latency is measured (FP32 and INT8 timed side by side, medians); auto
-  // keeps FP32 where INT8 is not at least 10% faster at any of them.
+  // keeps FP32 only where INT8 is at least 10% slower at all of them.
   std::vector<std::int64_t> latency_rows = {32, 1024};
   // Called with one line per step ("calibrating 3/20 batches", a layer's
   // result...). May be empty.

@@ -69,12 +69,30 @@ class RecordingLinear final : public LinearOp {
   mutable std::int64_t kept_ = 0;
 };
 
-// auto keeps INT8 for a layer only where it is faster than FP32 by at least
-// this share, at every measured row count. Medians of the same layer in two
+// auto keeps FP32 for speed only where INT8 is slower than FP32 by at least
+// this share at every measured row count. Medians of the same layer in two
 // processes differ by a few percent on a busy host: without a margin, a
-// layer about as fast in INT8 as in FP32 would come out INT8 in one run and
-// FP32 in the next. Where the two are that close, FP32 loses no accuracy.
-constexpr double kAutoInt8SpeedMargin = 0.10;
+// layer about as fast in INT8 as in FP32 would change precision from one
+// run to the next. Where the two are that close INT8 is kept, so auto is
+// never slower than quantizing every layer.
+constexpr double kAutoFp32SpeedMargin = 0.10;
+
+// An auto layer's two forms while auto decides: the one not in the model
+// waits here.
+struct AutoLayer {
+  std::unique_ptr<LinearOp>* slot = nullptr;
+  std::unique_ptr<LinearOp> other;  // FP32 while the slot holds INT8, and back
+  bool in_fp32 = false;
+  double sqnr_db = 0;
+  std::size_t report_index = 0;
+
+  void use_fp32(bool fp32) {
+    if (fp32 != in_fp32) {
+      std::swap(*slot, other);
+      in_fp32 = fp32;
+    }
+  }
+};
 
 // The layer's FP32 and INT8 forms on the same input, timed side by side
 // (interleaved samples of at least 2 ms each; medians, and the median of
@@ -178,6 +196,7 @@ Result<QuantizationReport> quantize_transformer(model::TransformerModel& m,
 
   // 2. Quantize layer by layer, measuring each against its FP32 self on the
   // recorded inputs.
+  std::vector<AutoLayer> auto_layers;
   for (std::size_t i = 0; i < slots.size(); ++i) {
     LinearSlot& slot = slots[i];
     const LayerPrecision& want = wanted[i];
@@ -226,32 +245,31 @@ Result<QuantizationReport> quantize_transformer(model::TransformerModel& m,
         r.sqnr_db = std::numeric_limits<double>::quiet_NaN();
         r.cosine = std::numeric_limits<double>::quiet_NaN();
       }
-      std::string not_faster;  // why auto keeps FP32 for speed; empty when INT8 is clearly faster everywhere
+      // auto keeps FP32 for speed only where INT8 is clearly slower at
+      // every row count measured.
+      bool int8_slower_everywhere = !options.latency_rows.empty();
+      std::string slower;
       for (std::int64_t rows : options.latency_rows) {
         const at::Tensor x = latency_input(samples, rows, r.in_features);
         const timing::PairedTimes t = time_fp32_and_int8(fp32, *quantized, x);
         r.fp32_microseconds.push_back(microseconds(t.first));
         r.int8_microseconds.push_back(microseconds(t.second));
-        if (not_faster.empty() && t.paired_ratio > 1.0 - kAutoInt8SpeedMargin) {
-          not_faster = fmt::format("auto: INT8 is not {:.0f}% faster at {} rows (it takes {:.2f}x FP32's time)",
-                                   100 * kAutoInt8SpeedMargin, rows, t.paired_ratio);
-        }
+        int8_slower_everywhere = int8_slower_everywhere && t.paired_ratio >= 1.0 + kAutoFp32SpeedMargin;
+        slower += fmt::format("{}{:.2f}x at {} rows", slower.empty() ? "" : ", ", t.paired_ratio, rows);
       }
-      bool keep_int8 = true;
-      if (want.precision == Precision::kAuto) {
-        if (have_samples && r.sqnr_db < options.min_sqnr_db) {
-          keep_int8 = false;
-          r.note = fmt::format("auto: SQNR {:.1f} dB is below the {:.1f} dB budget", r.sqnr_db, options.min_sqnr_db);
-        } else if (!not_faster.empty()) {
-          keep_int8 = false;
-          r.note = not_faster;
-        }
-      }
-      if (keep_int8) {
-        r.precision = quantized->kind();
-        *slot.op = std::move(quantized);
-      } else {
+      if (want.precision == Precision::kAuto && int8_slower_everywhere) {
+        r.note = fmt::format("auto: INT8 takes {:.0f}% or more longer than FP32 at every row count ({})",
+                             100 * kAutoFp32SpeedMargin, slower);
         r.precision = "fp32";
+      } else {
+        r.precision = quantized->kind();
+        if (want.precision == Precision::kAuto && have_samples) {
+          // Accuracy is judged on the whole model once every layer is in
+          // (below); until then the FP32 form waits beside the INT8 one.
+          auto_layers.push_back({slot.op, nullptr, false, r.sqnr_db, report.layers.size()});
+          auto_layers.back().other = std::move(*slot.op);
+        }
+        *slot.op = std::move(quantized);
       }
       say(options, fmt::format("{}: {}{}", r.name, r.precision, r.note.empty() ? "" : " (" + r.note + ")"));
     } else {
@@ -299,6 +317,57 @@ Result<QuantizationReport> quantize_transformer(model::TransformerModel& m,
       *table_ptr = std::move(quantized);
     }
     report.layers.push_back(std::move(r));
+  }
+
+  // 3b. auto's accuracy budget is the model's: with every auto layer in
+  // INT8, the worst calibration text's sentence vector must keep
+  // min_vector_cosine to FP32's. Where it does not, layers go back to FP32
+  // lowest SQNR first: those below min_sqnr_db, then as few more as the
+  // budget needs (found by bisection, one model pass over the calibration
+  // text per step).
+  if (calibrated && !auto_layers.empty()) {
+    auto meets_budget = [&] {
+      return (reference * pooled_embeddings(m, calibration)).sum(1).min().item<double>() >= options.min_vector_cosine;
+    };
+    say(options, fmt::format("auto: the model with {} layers in INT8 against the cosine budget {}", auto_layers.size(),
+                             options.min_vector_cosine));
+    if (!meets_budget()) {
+      std::vector<AutoLayer*> order;
+      for (auto& a : auto_layers) order.push_back(&a);
+      std::stable_sort(order.begin(), order.end(),
+                       [](const AutoLayer* a, const AutoLayer* b) { return a->sqnr_db < b->sqnr_db; });
+      auto revert_first = [&](std::size_t k) {
+        for (std::size_t i = 0; i < order.size(); ++i) order[i]->use_fp32(i < k);
+      };
+      std::size_t low = 0;
+      while (low < order.size() && order[low]->sqnr_db < options.min_sqnr_db) ++low;
+      revert_first(low);
+      std::size_t reverted = low;
+      if (!meets_budget()) {
+        // The smallest k in (low, n] that meets it; all n always does, as
+        // far as auto layers can help.
+        std::size_t lo = low, hi = order.size();
+        while (hi - lo > 1) {
+          const std::size_t mid = lo + (hi - lo) / 2;
+          revert_first(mid);
+          (meets_budget() ? hi : lo) = mid;
+        }
+        reverted = hi;
+        revert_first(reverted);
+      }
+      for (std::size_t i = 0; i < reverted; ++i) {
+        LayerQuantizationReport& r = report.layers[order[i]->report_index];
+        r.precision = "fp32";
+        r.note = order[i]->sqnr_db < options.min_sqnr_db
+                     ? fmt::format("auto: the model misses the cosine budget {} in INT8, and this layer's SQNR "
+                                   "{:.1f} dB is below {:.1f} dB",
+                                   options.min_vector_cosine, order[i]->sqnr_db, options.min_sqnr_db)
+                     : fmt::format("auto: the model misses the cosine budget {} in INT8; this layer (SQNR {:.1f} "
+                                   "dB) is among the {} lowest that go back to FP32",
+                                   options.min_vector_cosine, order[i]->sqnr_db, reverted);
+        say(options, fmt::format("{}: fp32 ({})", r.name, r.note));
+      }
+    }
   }
 
   // 4. The whole model against FP32 on the calibration text.
@@ -372,6 +441,10 @@ Result<QuantizationReport> quantize_model(const std::string& model_dir, const st
                                           const QuantizerOptions& options) {
   return detail::guarded("quantizing the model", [&]() -> Result<QuantizationReport> {
     if (options.calibration_batch_size == 0) return Status::invalid_argument("calibration_batch_size must be positive");
+    if (!(options.min_vector_cosine >= -1.0 && options.min_vector_cosine <= 1.0)) {
+      return Status::invalid_argument(
+          fmt::format("min_vector_cosine must be a cosine in [-1, 1], not {}", options.min_vector_cosine));
+    }
     if (options.max_sequence_length < 3) return Status::invalid_argument("max_sequence_length must be at least 3");
     for (std::int64_t rows : options.latency_rows) {
       if (rows <= 0) return Status::invalid_argument("latency_rows must be positive");
