@@ -3,10 +3,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <limits>
 #include <string>
 #include <random>
 
+#include "index/int8_code_scorer.h"
 #include "index/int8_rows.h"
 #include "index/simd_flat_index.h"
 #include "index/vector_index.h"
@@ -186,6 +188,42 @@ struct ScanKernelRestorer {
 };
 
 }  // namespace
+
+TEST_CASE("The graph's code scorer computes the integer reference exactly", "[index][scan]") {
+  // Run again by index_on_avx2: the AVX2 scorer (the query's sign moved
+  // onto the code) against the same integers. Dimensions below, at and
+  // past whole 32- and 64-byte steps.
+  for (const std::size_t dim : {7u, 32u, 63u, 64u, 100u, 384u}) {
+    CAPTURE(dim);
+    const auto vectors = random_unit_vectors(20, dim, 31);
+    const auto query = random_unit_vectors(1, dim, 32);
+    const rapidqa::index::Int8CodeScorer scorer(query.data(), dim);
+    const rapidqa::index::QueryCode code = rapidqa::index::quantize_query(query.data(), dim, rapidqa::index::scan_kernel());
+    for (std::size_t r = 0; r < 20; ++r) {
+      // Int8FlatIP's layout: d codes, then the float scale.
+      std::vector<std::uint8_t> stored(dim + sizeof(float));
+      const float scale = rapidqa::index::quantize_row(vectors.data() + r * dim, dim,
+                                                       reinterpret_cast<std::int8_t*>(stored.data()));
+      std::memcpy(stored.data() + dim, &scale, sizeof scale);
+      float expected = 0;
+      if (rapidqa::index::scan_kernel() == ScanKernel::kPortable) {
+        for (std::size_t j = 0; j < dim; ++j) expected += query[j] * static_cast<std::int8_t>(stored[j]);
+        expected *= scale;
+        CHECK(std::abs(scorer.score(stored.data()) - expected) < 1e-5f);
+      } else {
+        std::int32_t dot = 0;
+        for (std::size_t j = 0; j < dim; ++j) {
+          dot += (static_cast<std::int32_t>(code.bytes[j]) - code.offset) * static_cast<std::int8_t>(stored[j]);
+        }
+        expected = static_cast<float>(dot) * scale * code.scale;
+        CHECK(scorer.score(stored.data()) == expected);
+      }
+      float exact = 0;
+      for (std::size_t j = 0; j < dim; ++j) exact += query[j] * vectors[r * dim + j];
+      CHECK(std::abs(scorer.score(stored.data()) - exact) < 0.05f);
+    }
+  }
+}
 
 TEST_CASE("Every scan kernel computes the integer reference exactly, for 1 to 4 queries", "[index][scan]") {
   // 70 dimensions (not a multiple of 4) and 101 rows (not a multiple of 16)

@@ -53,6 +53,16 @@ __attribute__((target("avx2"))) std::int32_t dot_codes_avx2(const std::int8_t* a
   return result;
 }
 
+// Eight 32-bit partial sums of q . c over 32 bytes: |q| times c carrying
+// q's sign.
+__attribute__((target("avx2"))) inline __m256i signed_block_avx2(const std::uint8_t* code, const std::int8_t* q,
+                                                                 const std::uint8_t* magnitude, __m256i ones16) {
+  const __m256i c = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(code));
+  const __m256i sq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q));
+  const __m256i m = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(magnitude));
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(m, _mm256_sign_epi8(c, sq)), ones16);
+}
+
 }  // namespace
 
 Int8CodeScorer::Int8CodeScorer(const float* query, std::size_t d)
@@ -61,6 +71,20 @@ Int8CodeScorer::Int8CodeScorer(const float* query, std::size_t d)
   // the VNNI tail load of a code is masked and the AVX2 tail runs scalar,
   // so the padding is never multiplied with a code byte.
   if (kernel_ != ScanKernel::kPortable) code_ = quantize_query(query, d, kernel_);
+  if (kernel_ == ScanKernel::kAvx2) {
+    // The centred query (bytes - offset, within [-63, 63]) as magnitude and
+    // sign: vpsignb moves the query's sign onto the code, so one
+    // vpmaddubsw per 32 bytes scores it, with no second pass for the
+    // code's sum. Zero past d.
+    const std::size_t padded = (d + 63) / 64 * 64;
+    signed_query_.assign(padded, 0);
+    query_magnitude_.assign(padded, 0);
+    for (std::size_t j = 0; j < d; ++j) {
+      const int centred = static_cast<int>(code_.bytes[j]) - code_.offset;
+      signed_query_[j] = static_cast<std::int8_t>(centred);
+      query_magnitude_[j] = static_cast<std::uint8_t>(centred < 0 ? -centred : centred);
+    }
+  }
 }
 
 void Int8CodeScorer::prefetch(const std::uint8_t* code) const {
@@ -96,22 +120,24 @@ __attribute__((target("avx512f,avx512bw,avx512vnni"))) float Int8CodeScorer::sco
   return static_cast<float>(centred) * code_scale(code, d_) * code_.scale;
 }
 
-// The same with vpmaddubsw (7-bit query bytes: the 16-bit pair sums cannot
-// saturate) and vpmaddwd against ones.
+// sum q_j c_j with the centred query q: vpmaddubsw of |q| (unsigned, at
+// most 63) with c carrying q's sign (vpsignb), so the 16-bit pair sums stay
+// under 2 * 63 * 127 and cannot saturate; codes are symmetric (never -128,
+// whose sign cannot flip). Two accumulators over 64 bytes a step keep both
+// multiply ports busy.
 __attribute__((target("avx2"))) float Int8CodeScorer::score_avx2(const std::uint8_t* code) const {
-  __m256i dot = _mm256_setzero_si256(), sum = _mm256_setzero_si256();
-  const __m256i ones16 = _mm256_set1_epi16(1), ones8 = _mm256_set1_epi8(1);
+  __m256i acc0 = _mm256_setzero_si256(), acc1 = _mm256_setzero_si256();
+  const __m256i ones16 = _mm256_set1_epi16(1);
+  const std::int8_t* q = signed_query_.data();
+  const std::uint8_t* m = query_magnitude_.data();
   std::size_t j = 0;
-  for (; j + 32 <= d_; j += 32) {
-    const __m256i c = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(code + j));
-    const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(code_.bytes.data() + j));
-    dot = _mm256_add_epi32(dot, _mm256_madd_epi16(_mm256_maddubs_epi16(q, c), ones16));
-    sum = _mm256_add_epi32(sum, _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, c), ones16));
+  for (; j + 64 <= d_; j += 64) {
+    acc0 = _mm256_add_epi32(acc0, signed_block_avx2(code + j, q + j, m + j, ones16));
+    acc1 = _mm256_add_epi32(acc1, signed_block_avx2(code + j + 32, q + j + 32, m + j + 32, ones16));
   }
-  std::int32_t centred = horizontal_sum(dot) - code_.offset * horizontal_sum(sum);
-  for (; j < d_; ++j) {
-    centred += (static_cast<std::int32_t>(code_.bytes[j]) - code_.offset) * static_cast<std::int8_t>(code[j]);
-  }
+  for (; j + 32 <= d_; j += 32) acc0 = _mm256_add_epi32(acc0, signed_block_avx2(code + j, q + j, m + j, ones16));
+  std::int32_t centred = horizontal_sum(_mm256_add_epi32(acc0, acc1));
+  for (; j < d_; ++j) centred += static_cast<std::int32_t>(signed_query_[j]) * static_cast<std::int8_t>(code[j]);
   return static_cast<float>(centred) * code_scale(code, d_) * code_.scale;
 }
 

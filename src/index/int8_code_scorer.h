@@ -10,6 +10,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "index/int8_rows.h"
 
@@ -32,6 +33,9 @@ class Int8CodeScorer {
   std::size_t d_;
   ScanKernel kernel_;
   QueryCode code_;  // the quantized query (unused by the portable path)
+  // AVX2: the centred query's values and magnitudes, padded with zeros.
+  std::vector<std::int8_t> signed_query_;
+  std::vector<std::uint8_t> query_magnitude_;
 };
 
 // sum a_j b_j of two codes' int8 values (graph construction compares stored
