@@ -266,8 +266,7 @@ Result<QuantizationReport> quantize_transformer(model::TransformerModel& m,
         if (want.precision == Precision::kAuto && have_samples) {
           // Accuracy is judged on the whole model once every layer is in
           // (below); until then the FP32 form waits beside the INT8 one.
-          auto_layers.push_back({slot.op, nullptr, false, r.sqnr_db, report.layers.size()});
-          auto_layers.back().other = std::move(*slot.op);
+          auto_layers.push_back({slot.op, std::move(*slot.op), false, r.sqnr_db, report.layers.size()});
         }
         *slot.op = std::move(quantized);
       }
@@ -325,9 +324,14 @@ Result<QuantizationReport> quantize_transformer(model::TransformerModel& m,
   // lowest SQNR first: those below min_sqnr_db, then as few more as the
   // budget needs (found by bisection, one model pass over the calibration
   // text per step).
+  // The cosines of the model as it is now, when the last pass measured it
+  // (step 4 reports them without a pass of its own).
+  at::Tensor cosines;
+  auto measure = [&] { cosines = (reference * pooled_embeddings(m, calibration)).sum(1); };
   if (calibrated && !auto_layers.empty()) {
     auto meets_budget = [&] {
-      return (reference * pooled_embeddings(m, calibration)).sum(1).min().item<double>() >= options.min_vector_cosine;
+      measure();
+      return cosines.min().item<double>() >= options.min_vector_cosine;
     };
     say(options, fmt::format("auto: the model with {} layers in INT8 against the cosine budget {}", auto_layers.size(),
                              options.min_vector_cosine));
@@ -337,7 +341,10 @@ Result<QuantizationReport> quantize_transformer(model::TransformerModel& m,
       std::stable_sort(order.begin(), order.end(),
                        [](const AutoLayer* a, const AutoLayer* b) { return a->sqnr_db < b->sqnr_db; });
       auto revert_first = [&](std::size_t k) {
-        for (std::size_t i = 0; i < order.size(); ++i) order[i]->use_fp32(i < k);
+        for (std::size_t i = 0; i < order.size(); ++i) {
+          if (order[i]->in_fp32 != (i < k)) cosines = at::Tensor();  // the model changed since
+          order[i]->use_fp32(i < k);
+        }
       };
       std::size_t low = 0;
       while (low < order.size() && order[low]->sqnr_db < options.min_sqnr_db) ++low;
@@ -373,9 +380,10 @@ Result<QuantizationReport> quantize_transformer(model::TransformerModel& m,
   // 4. The whole model against FP32 on the calibration text.
   report.quantized_weight_bytes = m.weight_bytes();
   if (calibrated) {
-    say(options, "measuring the quantized model on the calibration text");
-    const at::Tensor after = pooled_embeddings(m, calibration);
-    const at::Tensor cosines = (reference * after).sum(1);
+    if (!cosines.defined()) {
+      say(options, "measuring the quantized model on the calibration text");
+      measure();
+    }
     report.embedding_cosine_mean = cosines.mean().item<double>();
     report.embedding_cosine_min = cosines.min().item<double>();
   }

@@ -292,8 +292,6 @@ Status ByteLevelBpeTokenizer::read_pre_tokenizer(const Json& root) {
   return Status::ok();
 }
 
-// A TemplateProcessing layout ("single" or "pair"): its specials, with the
-// ids special_tokens gives them, and the texts it places (A, and B in a pair).
 namespace {
 
 // RobertaProcessing's "cls" or "sep": [token, id].
@@ -331,14 +329,11 @@ Status ByteLevelBpeTokenizer::read_post_processor(const Json& post) {
       std::int32_t cls = -1, sep = -1;
       if (Status s = read_roberta_special(*step, "cls", cls); !s.is_ok()) return s;
       if (Status s = read_roberta_special(*step, "sep", sep); !s.is_ok()) return s;
-      layout_ = SpecialLayout({{-1, {cls}, 0}, {0, {}, 0}, {-1, {sep}, 0}},
-                              {{-1, {cls}, 0}, {0, {}, 0}, {-1, {sep}, 0}, {-1, {sep}, 0}, {1, {}, 0}, {-1, {sep}, 0}});
+      layout_ = SpecialLayout::roberta(cls, sep);
     } else if (type == "TemplateProcessing") {
-      auto single = SpecialLayout::read_template(*step, "single", 1);
-      if (!single) return single.status();
-      auto pair = SpecialLayout::read_template(*step, "pair", 2);
-      if (!pair) return pair.status();
-      layout_ = SpecialLayout(std::move(single).value(), std::move(pair).value());
+      auto layout = SpecialLayout::from_template(*step);
+      if (!layout) return layout.status();
+      layout_ = std::move(layout).value();
     } else {
       return field_error("post_processor",
                          fmt::format("'{}' is not supported (RobertaProcessing, TemplateProcessing, ByteLevel, "

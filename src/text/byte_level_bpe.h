@@ -106,7 +106,6 @@ class ByteLevelBpeTokenizer final : public LaidOutTokenizer {
   bool ignore_merges_ = false;
   bool add_prefix_space_ = false;
   bool use_regex_ = true;
-  // RobertaProcessing, TemplateProcessing, or the text alone (ByteLevel, none).
   bool trim_offsets_ = false;
   bool post_add_prefix_space_ = false;  // the post-processor's own add_prefix_space (trimming)
   std::int32_t pad_id_ = 0;

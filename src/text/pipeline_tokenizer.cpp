@@ -590,20 +590,16 @@ Status PipelineTokenizer::read_processor(const Json& step, bool& laid_out) {
     if (Status s = read_pair_special(step, "sep", sep); !s) return s;
     if (type == "RobertaProcessing") {
       if (flag(step, "trim_offsets", true)) trims_.push_back({flag(step, "add_prefix_space", true)});
-      layout_ = SpecialLayout({{-1, {cls}, 0}, {0, {}, 0}, {-1, {sep}, 0}},
-                              {{-1, {cls}, 0}, {0, {}, 0}, {-1, {sep}, 0}, {-1, {sep}, 0}, {1, {}, 0}, {-1, {sep}, 0}});
+      layout_ = SpecialLayout::roberta(cls, sep);
     } else {
-      layout_ = SpecialLayout({{-1, {cls}, 0}, {0, {}, 0}, {-1, {sep}, 0}},
-                              {{-1, {cls}, 0}, {0, {}, 0}, {-1, {sep}, 0}, {1, {}, 1}, {-1, {sep}, 1}});
+      layout_ = SpecialLayout::bert(cls, sep);
     }
     return Status::ok();
   }
   if (type == "TemplateProcessing") {
-    auto single = SpecialLayout::read_template(step, "single", 1);
-    if (!single) return single.status();
-    auto pair = SpecialLayout::read_template(step, "pair", 2);
-    if (!pair) return pair.status();
-    layout_ = SpecialLayout(std::move(single).value(), std::move(pair).value());
+    auto layout = SpecialLayout::from_template(step);
+    if (!layout) return layout.status();
+    layout_ = std::move(layout).value();
     return Status::ok();
   }
   return field_error("post_processor",

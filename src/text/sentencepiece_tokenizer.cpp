@@ -46,17 +46,14 @@ Result<SentencePieceTokenizer> SentencePieceTokenizer::from_serialized(std::stri
     t.id_to_token_.push_back("<mask>");
     t.unk_id_ = kFairseqUnk;
     t.pad_id_ = kFairseqPad;
-    t.layout_ = SpecialLayout({{-1, {kFairseqBos}, 0}, {0, {}, 0}, {-1, {kFairseqEos}, 0}},
-                              {{-1, {kFairseqBos}, 0}, {0, {}, 0}, {-1, {kFairseqEos, kFairseqEos}, 0}, {1, {}, 0},
-                               {-1, {kFairseqEos}, 0}});
+    t.layout_ = SpecialLayout::roberta(kFairseqBos, kFairseqEos);
   } else {
     for (const auto& entry : entries) t.id_to_token_.push_back(entry.piece);
     t.unk_id_ = model->unk_id();
     t.pad_id_ = model->pad_id() >= 0 ? model->pad_id() : 0;
     const int cls = model->find("[CLS]"), sep = model->find("[SEP]");
     if (cls >= 0 && sep >= 0) {
-      t.layout_ = SpecialLayout({{-1, {cls}, 0}, {0, {}, 0}, {-1, {sep}, 0}},
-                                {{-1, {cls}, 0}, {0, {}, 0}, {-1, {sep}, 0}, {1, {}, 1}, {-1, {sep}, 1}});
+      t.layout_ = SpecialLayout::bert(cls, sep);
     } else {
       const auto specials = [](int id) { return id >= 0 ? std::vector<std::int32_t>{id} : std::vector<std::int32_t>{}; };
       const std::vector<std::int32_t> bos = specials(model->bos_id()), eos = specials(model->eos_id());

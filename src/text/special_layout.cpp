@@ -24,6 +24,24 @@ SpecialLayout::SpecialLayout(std::int32_t second_type_id)
 SpecialLayout::SpecialLayout(std::vector<Item> single, std::vector<Item> pair)
     : single_(std::move(single)), pair_(std::move(pair)) {}
 
+SpecialLayout SpecialLayout::roberta(std::int32_t cls, std::int32_t sep) {
+  return SpecialLayout({{-1, {cls}, 0}, {0, {}, 0}, {-1, {sep}, 0}},
+                       {{-1, {cls}, 0}, {0, {}, 0}, {-1, {sep, sep}, 0}, {1, {}, 0}, {-1, {sep}, 0}});
+}
+
+SpecialLayout SpecialLayout::bert(std::int32_t cls, std::int32_t sep) {
+  return SpecialLayout({{-1, {cls}, 0}, {0, {}, 0}, {-1, {sep}, 0}},
+                       {{-1, {cls}, 0}, {0, {}, 0}, {-1, {sep}, 0}, {1, {}, 1}, {-1, {sep}, 1}});
+}
+
+Result<SpecialLayout> SpecialLayout::from_template(const nlohmann::json& step) {
+  auto single = read_template(step, "single", 1);
+  if (!single) return single.status();
+  auto pair = read_template(step, "pair", 2);
+  if (!pair) return pair.status();
+  return SpecialLayout(std::move(single).value(), std::move(pair).value());
+}
+
 Result<std::vector<SpecialLayout::Item>> SpecialLayout::read_template(const nlohmann::json& step, const char* field,
                                                                        int texts) {
   using Json = nlohmann::json;

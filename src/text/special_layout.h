@@ -41,11 +41,20 @@ class SpecialLayout {
   explicit SpecialLayout(std::int32_t second_type_id = 0);
   SpecialLayout(std::vector<Item> single, std::vector<Item> pair);
 
+  // RoBERTa's (RobertaProcessing, XLM-R's fairseq numbering): cls A sep,
+  // and cls A sep sep B sep, one type id.
+  static SpecialLayout roberta(std::int32_t cls, std::int32_t sep);
+  // BERT's (BertProcessing): cls A sep, and cls A sep B sep with B and its
+  // sep of type 1.
+  static SpecialLayout bert(std::int32_t cls, std::int32_t sep);
+
   // A TemplateProcessing layout: post_processor.<field> ("single" with
   // texts 1, "pair" with texts 2) and its special_tokens. kInvalidArgument
   // naming the field for an item that is neither a SpecialToken nor a
   // Sequence, a special without ids, or a text missing or repeated.
   static Result<std::vector<Item>> read_template(const nlohmann::json& step, const char* field, int texts);
+  // Both of a TemplateProcessing step's layouts, "single" and "pair".
+  static Result<SpecialLayout> from_template(const nlohmann::json& step);
 
   std::size_t specials(bool pair) const;
   const std::vector<Item>& single() const { return single_; }
