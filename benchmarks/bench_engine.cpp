@@ -43,22 +43,25 @@ std::size_t alternates_for(std::size_t entries) { return entries >= 100000 ? 0 :
 // Default EngineOptions: HNSW above 2048 phrasings with efSearch 128,
 // semantic threshold 0.92, both caches on. Null with `error` set when the
 // engine cannot be built (the failure is remembered, not retried).
-QAEngine* engine_with(std::size_t entries, std::string& error) {
+QAEngine* engine_with(std::size_t entries, std::string& error,
+                      rapidqa::RetrievalFusion fusion = rapidqa::RetrievalFusion::kDense) {
   struct Built {
     std::unique_ptr<QAEngine> engine;
     std::string error;
   };
-  static std::map<std::size_t, Built> built;
-  if (const auto it = built.find(entries); it != built.end()) {
+  static std::map<std::pair<std::size_t, rapidqa::RetrievalFusion>, Built> built;
+  if (const auto it = built.find({entries, fusion}); it != built.end()) {
     error = it->second.error;
     return it->second.engine.get();
   }
-  Built& slot = built[entries];
+  Built& slot = built[{entries, fusion}];
   const std::size_t alternates = alternates_for(entries);
   std::fprintf(stderr, "rapidqa-bench: generating a %zu-entry knowledge base (%zu alternates each)...\n", entries,
                alternates);
   const auto started = SteadyClock::now();
-  auto created = QAEngine::create({});
+  rapidqa::EngineOptions options;
+  options.retrieval.fusion = fusion;
+  auto created = QAEngine::create(std::move(options));
   if (!created) {
     slot.error = "creating the engine: " + created.status().to_string();
   } else {
@@ -79,9 +82,9 @@ QAEngine* engine_with(std::size_t entries, std::string& error) {
 
 // The engine for the benchmark's knowledge-base size (range 0), caches
 // cleared; null after SkipWithError when it could not be built.
-QAEngine* fresh_engine(benchmark::State& state) {
+QAEngine* fresh_engine(benchmark::State& state, rapidqa::RetrievalFusion fusion = rapidqa::RetrievalFusion::kDense) {
   std::string error;
-  QAEngine* engine = engine_with(static_cast<std::size_t>(state.range(0)), error);
+  QAEngine* engine = engine_with(static_cast<std::size_t>(state.range(0)), error, fusion);
   if (!engine) {
     state.SkipWithError(error.c_str());
     return nullptr;
@@ -266,9 +269,10 @@ void BM_AskSemanticCacheHit(benchmark::State& state) {
 // over 10,000 asks the semantic cache grows from 0 to ~10,000 answers.
 constexpr std::size_t kMissCacheBound = 1000;
 
-void ask_misses(benchmark::State& state, bool bound_semantic_cache) {
+void ask_misses(benchmark::State& state, bool bound_semantic_cache,
+                rapidqa::RetrievalFusion fusion = rapidqa::RetrievalFusion::kDense) {
   const auto entries = static_cast<std::size_t>(state.range(0));
-  QAEngine* engine = fresh_engine(state);
+  QAEngine* engine = fresh_engine(state, fusion);
   if (!engine) return;
   const auto iterations = static_cast<std::size_t>(state.max_iterations);
   // Question j paraphrases entry (j * 7919) mod entries, spread over the
@@ -313,6 +317,9 @@ void ask_misses(benchmark::State& state, bool bound_semantic_cache) {
 
 void BM_AskMiss(benchmark::State& state) { ask_misses(state, true); }
 void BM_AskMissFillingCache(benchmark::State& state) { ask_misses(state, false); }
+// The same misses ranked by the fitted hybrid ranker (RetrievalFusion::kFitted):
+// what it costs over the vector index alone.
+void BM_AskMissHybrid(benchmark::State& state) { ask_misses(state, true, rapidqa::RetrievalFusion::kFitted); }
 
 // Knowledge-base sizes in entries; 100k only with RAPIDQA_BENCH_LARGE=1.
 void knowledge_sizes(benchmark::internal::Benchmark* b) {
@@ -326,4 +333,5 @@ void knowledge_sizes(benchmark::internal::Benchmark* b) {
 BENCHMARK(BM_AskResultCacheHit)->Apply(knowledge_sizes)->Iterations(10000)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_AskSemanticCacheHit)->Apply(knowledge_sizes)->Iterations(10000)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_AskMiss)->Apply(knowledge_sizes)->Iterations(10000)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_AskMissHybrid)->Apply(knowledge_sizes)->Iterations(10000)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_AskMissFillingCache)->Arg(10000)->Iterations(10000)->Unit(benchmark::kMicrosecond);

@@ -50,6 +50,7 @@ core_packages=(
   catch2
   libwebsockets-dev libnghttp2-dev libgrpc++-dev protobuf-compiler protobuf-compiler-grpc
   curl openssl nghttp2-client python3-websockets python3-grpcio
+  python3-jieba
 )
 model_packages=(
   libtorch-dev libdnnl-dev ocl-icd-opencl-dev opencl-c-headers

@@ -50,6 +50,7 @@
 #include "rapidqa/reader.h"
 #include "rapidqa/redis_sync.h"
 #include "rapidqa/result_cache.h"
+#include "rapidqa/retrieval_options.h"
 #include "rapidqa/semantic_cache.h"
 #include "rapidqa/status.h"
 #include "rapidqa/text_normalizer.h"
@@ -120,6 +121,10 @@ struct EngineOptions {
   std::size_t knowledge_exact_limit = 2048;  // above this many phrasings, retrieval uses HNSW instead of exact search
   int knowledge_search_breadth = 128;        // HNSW candidate list size (efSearch); larger = better recall, slower
 
+  // How the knowledge tier ranks entries: the encoder's cosine, or a BM25
+  // index fused with it by a ranker fitted on the knowledge base's own
+  // phrasings (see retrieval_options.h).
+  RetrievalOptions retrieval;
   float min_answer_score = 0.35f;          // best-match cosine below this gives the fallback answer
   std::string fallback_answer = "Sorry, I don't have an answer to that question yet.";
   std::size_t top_k = 3;                   // matches reported in Answer::matches
@@ -187,6 +192,9 @@ struct KnowledgeLoadReport {
   std::size_t entries = 0;                 // entries now in the engine
   std::size_t phrasings = 0;               // questions + alternates indexed
   std::vector<KnowledgeLineError> skipped; // bad lines left out (skip_invalid_lines only)
+  // How retrieval ranks after this load, and for the fitted ranker what its
+  // cross-validation over the knowledge base's own phrasings found.
+  std::string ranking;
 };
 
 struct PreloadReport {

@@ -193,7 +193,8 @@ std::optional<Answer> AskPipeline::lookup_semantic_tier(Request& request) {
 
 Result<Answer> AskPipeline::retrieve_and_read(Request& request) {
   const EngineOptions& engine = *parts_.options;
-  const auto matches = parts_.knowledge->base().search(request.vector.data(), std::max<std::size_t>(request.top_k, 1));
+  const auto matches =
+      parts_.knowledge->base().search(request.key.question, request.vector.data(), std::max<std::size_t>(request.top_k, 1));
   request.timer.finish(Stage::kRetrieve);
 
   Answer answer = answer_from_matches(matches, request.min_score, engine.fallback_answer);

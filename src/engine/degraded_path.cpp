@@ -115,7 +115,7 @@ void DegradedPath::reindex() {
 std::optional<Answer> DegradedPath::lexical_answer(const std::string& question, std::size_t top_k) const {
   std::vector<float> v(lexical_encoder_->dimension());
   if (!lexical_encoder_->encode_one(question, v.data()).is_ok()) return std::nullopt;
-  Answer a = answer_from_matches(lexical_->search(v.data(), std::max<std::size_t>(top_k, 1)),
+  Answer a = answer_from_matches(lexical_->search(question, v.data(), std::max<std::size_t>(top_k, 1)),
                                  options_.lexical_min_score, options_.fallback_answer);
   if (a.matches.size() > top_k) a.matches.resize(top_k);
   if (a.tier != AnswerTier::kKnowledge) return std::nullopt;

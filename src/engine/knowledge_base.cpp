@@ -1,6 +1,7 @@
 #include "engine/knowledge_base.h"
 
 #include <algorithm>
+#include <limits>
 #include <unordered_set>
 
 #include <fmt/format.h>
@@ -27,7 +28,60 @@ index::VectorIndexOptions index_options(std::size_t dimension, const KnowledgeBa
 }  // namespace
 
 KnowledgeBase::KnowledgeBase(std::shared_ptr<Encoder> encoder, KnowledgeBaseOptions options)
-    : encoder_(std::move(encoder)), options_(options), index_(index_options(encoder_->dimension(), options)) {}
+    : encoder_(std::move(encoder)), options_(options), index_(index_options(encoder_->dimension(), options)) {
+  if (options_.retrieval.fusion != RetrievalFusion::kDense) {
+    ranker_ = std::make_unique<retrieval::HybridRanker>(options_.retrieval, options_.words);
+  }
+}
+
+std::string KnowledgeBase::lexical_text(const std::string& phrasing) const {
+  auto normalized = normalize_text(phrasing, options_.normalize);
+  return normalized ? std::move(normalized).value() : std::string();
+}
+
+std::string KnowledgeBase::ranking_summary() const {
+  switch (options_.retrieval.fusion) {
+    case RetrievalFusion::kDense:
+      return "the encoder's cosine";
+    case RetrievalFusion::kReciprocalRank:
+      return "reciprocal rank fusion of BM25 and the encoder's cosine";
+    case RetrievalFusion::kFitted:
+      break;
+  }
+  const retrieval::RankerFit& f = ranker_fit_;
+  if (f.questions == 0) {
+    return "fitted ranker: no entry has two phrasings to fit on, so BM25 order with the cosine as tie-breaker";
+  }
+  const char* chosen = f.choice == retrieval::RankerChoice::kFitted   ? "the fitted weights"
+                       : f.choice == retrieval::RankerChoice::kCosine ? "the cosine alone"
+                                                                      : "BM25 order with the cosine as tie-breaker";
+  return fmt::format(
+      "fitted ranker: {}; asking {} phrasings for their entries, held out, right first: fitted {}, cosine {}, BM25 "
+      "{}",
+      chosen, f.held_out_questions, f.held_out_right_fitted, f.held_out_right_cosine, f.held_out_right_prior);
+}
+
+void KnowledgeBase::rebuild_ranker() {
+  if (!ranker_) return;
+  retrieval::LexicalIndex& lexical = ranker_->lexical();
+  lexical.clear();
+  // In id order, so the fit does not depend on the map's hash order.
+  std::vector<const StoredEntry*> stored;
+  stored.reserve(entries_.size());
+  for (const auto& [id, se] : entries_) stored.push_back(&se);
+  std::sort(stored.begin(), stored.end(), [](const StoredEntry* a, const StoredEntry* b) { return a->entry.id < b->entry.id; });
+  std::vector<std::vector<std::int64_t>> groups;
+  groups.reserve(stored.size());
+  for (const StoredEntry* se : stored) {
+    const auto phrasings = phrasings_of(se->entry);
+    for (std::size_t j = 0; j < se->labels.size() && j < phrasings.size(); ++j) {
+      lexical.add(se->labels[j], lexical_text(*phrasings[j]));
+    }
+    groups.push_back(se->labels);
+  }
+  lexical.refresh_weights();
+  ranker_fit_ = ranker_->fit(groups, index_);
+}
 
 Result<std::string> KnowledgeBase::encoder_input(const std::string& phrasing) const {
   // Always normalised, so a phrasing the question path would refuse (empty,
@@ -162,6 +216,7 @@ Result<std::vector<std::string>> KnowledgeBase::replace_all_reusing(std::vector<
   entries_ = std::move(stored);
   entry_of_label_ = std::move(entry_of_label);
   next_label_ = static_cast<std::int64_t>(rows);
+  rebuild_ranker();
   return encoded_ids;
 }
 
@@ -174,9 +229,11 @@ Status KnowledgeBase::store(KnowledgeEntry entry, std::uint64_t version) {
   StoredEntry& stored = entries_[entry.id];
   erase_labels(stored);
   const std::size_t dim = encoder_->dimension();
+  const auto phrasings = phrasings_of(entry);
   for (std::size_t j = 0; j < encoded.normalized.size(); ++j) {
     const std::int64_t label = next_label_++;
     index_.upsert(label, encoded.vectors.data() + j * dim);
+    if (ranker_) ranker_->lexical().add(label, lexical_text(*phrasings[j]));
     entry_of_label_.emplace(label, &stored);
     stored.labels.push_back(label);
   }
@@ -187,6 +244,7 @@ Status KnowledgeBase::store(KnowledgeEntry entry, std::uint64_t version) {
 void KnowledgeBase::erase_labels(StoredEntry& stored) {
   for (auto label : stored.labels) {
     index_.remove(label);
+    if (ranker_) ranker_->lexical().remove(label);
     entry_of_label_.erase(label);
   }
   stored.labels.clear();
@@ -262,9 +320,33 @@ std::vector<KnowledgeMatch> KnowledgeBase::search(const float* query, std::size_
   for (const auto& n : neighbors) {
     const auto it = entry_of_label_.find(n.label);
     if (it == entry_of_label_.end() || !seen.insert(it->second).second) continue;
-    matches.push_back({&it->second->entry, n.similarity});
+    matches.push_back({&it->second->entry, n.similarity, n.similarity});
     if (matches.size() == top_k) break;
   }
+  return matches;
+}
+
+std::vector<KnowledgeMatch> KnowledgeBase::search(std::string_view normalized_question, const float* query,
+                                                  std::size_t top_k) const {
+  if (!ranker_) return search(query, top_k);
+  std::vector<KnowledgeMatch> matches;
+  if (top_k == 0 || entries_.empty()) return matches;
+  // Every candidate is ranked: an entry scores its best phrasing.
+  const auto ranked = ranker_->rank(normalized_question, query, index_, std::numeric_limits<std::size_t>::max());
+  // An entry's similarity is the best cosine among its ranked phrasings,
+  // so min_answer_score means what it means under kDense.
+  std::unordered_map<const StoredEntry*, std::size_t> position;
+  for (const auto& r : ranked) {
+    const auto it = entry_of_label_.find(r.label);
+    if (it == entry_of_label_.end()) continue;
+    const auto [at, first] = position.emplace(it->second, matches.size());
+    if (first) {
+      matches.push_back({&it->second->entry, r.cosine, r.score});
+    } else {
+      matches[at->second].similarity = std::max(matches[at->second].similarity, r.cosine);
+    }
+  }
+  if (matches.size() > top_k) matches.resize(top_k);
   return matches;
 }
 

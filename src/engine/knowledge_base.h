@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "index/vector_index.h"
+#include "retrieval/hybrid_ranker.h"
 #include "rapidqa/answer.h"
 #include "rapidqa/encoder.h"
 #include "rapidqa/knowledge_store.h"
@@ -27,11 +28,16 @@ struct KnowledgeBaseOptions {
   std::size_t exact_limit = 2048;
   int search_breadth = 128;
   NormalizeOptions normalize;
+  // kDense keeps the vector index alone; the others rank with a
+  // retrieval::HybridRanker over a BM25 index kept beside it.
+  RetrievalOptions retrieval;
+  std::shared_ptr<const retrieval::WordDictionary> words;  // retrieval.word_dictionary, loaded (may be null)
 };
 
 struct KnowledgeMatch {
   const KnowledgeEntry* entry;  // valid while the base is not modified
-  float similarity;
+  float similarity;             // the best cosine among the entry's ranked phrasings
+  float rank_score = 0;         // the ranker's score (the cosine under kDense)
 };
 
 class KnowledgeBase {
@@ -112,6 +118,14 @@ class KnowledgeBase {
   // The best entries for a query vector, at most top_k, best first; each
   // entry scores its best phrasing.
   std::vector<KnowledgeMatch> search(const float* query, std::size_t top_k) const;
+  // The same with the question's normalised text: ranked by the hybrid
+  // ranker unless retrieval.fusion is kDense.
+  std::vector<KnowledgeMatch> search(std::string_view normalized_question, const float* query,
+                                     std::size_t top_k) const;
+  // What the last fit of the hybrid ranker learned from (all zero without one).
+  retrieval::RankerFit ranker_fit() const { return ranker_fit_; }
+  // How search ranks, in words (what KnowledgeLoadReport::ranking says).
+  std::string ranking_summary() const;
 
  private:
   struct StoredEntry {
@@ -133,6 +147,11 @@ class KnowledgeBase {
   // entry with its id; on error nothing changes.
   Status store(KnowledgeEntry entry, std::uint64_t version);
   void erase_labels(StoredEntry& stored);
+  // The BM25 index rebuilt from every stored phrasing and the ranker
+  // refitted: after anything that replaces the whole base.
+  void rebuild_ranker();
+  // A phrasing as the BM25 index reads it (it was validated when stored).
+  std::string lexical_text(const std::string& phrasing) const;
 
   std::shared_ptr<Encoder> encoder_;
   KnowledgeBaseOptions options_;
@@ -143,6 +162,8 @@ class KnowledgeBase {
   // without a second lookup and a restart copies no id per phrasing.
   std::unordered_map<std::int64_t, const StoredEntry*> entry_of_label_;
   std::int64_t next_label_ = 0;
+  std::unique_ptr<retrieval::HybridRanker> ranker_;  // null under kDense
+  retrieval::RankerFit ranker_fit_;
 };
 
 // The answer retrieval gives: the best entry's when it scores at least

@@ -61,6 +61,15 @@ Status validate_engine_options(const EngineOptions& o) {
   if (o.top_k == 0 || o.top_k > kMaxTopK) {
     return Status::invalid_argument(fmt::format("top_k {} is outside [1, {}]", o.top_k, kMaxTopK));
   }
+  if (o.retrieval.fusion != RetrievalFusion::kDense) {
+    const RetrievalOptions& r = o.retrieval;
+    if (r.lexical_candidates + r.dense_candidates == 0 || r.lexical_candidates > kMaxRetrievalCandidates ||
+        r.dense_candidates > kMaxRetrievalCandidates) {
+      return Status::invalid_argument(fmt::format(
+          "retrieval.lexical_candidates {} and retrieval.dense_candidates {} must each be at most {} and not both 0",
+          r.lexical_candidates, r.dense_candidates, kMaxRetrievalCandidates));
+    }
+  }
   if (o.reader_passages > kMaxTopK) {
     return Status::invalid_argument(fmt::format("reader_passages {} is more than {}", o.reader_passages, kMaxTopK));
   }

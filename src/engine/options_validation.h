@@ -17,6 +17,7 @@ namespace rapidqa::engine {
 
 // Most matches a request may ask for: retrieval returns them all, sorted.
 inline constexpr std::size_t kMaxTopK = 1000;
+inline constexpr std::size_t kMaxRetrievalCandidates = 1000;  // per index, per question
 
 // Every EngineOptions field create() relies on. A disabled tier's options
 // are not checked (they are never used).

@@ -19,6 +19,7 @@
 #include "engine/rebuild_pool.h"
 #include "engine/store_following.h"
 #include "metrics/metrics_registry.h"
+#include "retrieval/word_dictionary.h"
 #include "text/utf8.h"
 
 namespace rapidqa {
@@ -147,6 +148,12 @@ Status QAEngine::Impl::build(EngineOptions engine_options) {
   kb.exact_limit = options.knowledge_exact_limit;
   kb.search_breadth = options.knowledge_search_breadth;
   kb.normalize = options.normalize;
+  kb.retrieval = options.retrieval;
+  if (options.retrieval.fusion != RetrievalFusion::kDense && !options.retrieval.word_dictionary.empty()) {
+    auto words = retrieval::WordDictionary::load(options.retrieval.word_dictionary);
+    if (!words) return Status(words.status().code(), "retrieval.word_dictionary: " + words.status().message());
+    kb.words = std::make_shared<const retrieval::WordDictionary>(std::move(words).value());
+  }
   if (Status s = build_model_parts(kb); !s.is_ok()) return s;
   std::unique_ptr<KnowledgeStore> store;
   if (!options.knowledge_store.empty()) {
@@ -265,6 +272,7 @@ Result<KnowledgeLoadReport> QAEngine::load_entries(std::vector<KnowledgeEntry> e
     KnowledgeLoadReport report;
     report.entries = impl_->knowledge->base().size();
     report.phrasings = impl_->knowledge->base().phrasing_count();
+    report.ranking = impl_->knowledge->base().ranking_summary();
     return report;
   });
 }

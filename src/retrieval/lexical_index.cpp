@@ -1,0 +1,389 @@
+#include "retrieval/lexical_index.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "text/utf8.h"
+
+namespace rapidqa::retrieval {
+namespace {
+
+constexpr float kK1 = 1.2f;  // BM25's usual term-frequency saturation
+constexpr float kB = 0.75f;  // and length normalisation
+// The common subsequence reads at most this many units of each side, so a
+// long phrasing costs a bounded table.
+constexpr std::size_t kMaxSubsequenceUnits = 96;
+// Postings a question's candidate search reads at most (beyond its rarest
+// term's): bounds the miss path's cost whatever the base's size.
+constexpr std::size_t kPostingBudget = 8192;
+
+enum class TermKind : std::uint64_t { kUnit = 1, kPair, kWord, kGram };
+
+std::uint64_t mix64(std::uint64_t x) {  // splitmix64 finaliser
+  x ^= x >> 30;
+  x *= 0xbf58476d1ce4e5b9ULL;
+  x ^= x >> 27;
+  x *= 0x94d049bb133111ebULL;
+  x ^= x >> 31;
+  return x;
+}
+
+std::uint64_t hash_text(TermKind kind, std::string_view text) {
+  std::uint64_t h = 0xcbf29ce484222325ULL ^ static_cast<std::uint64_t>(kind);
+  for (unsigned char c : text) {  // FNV-1a
+    h ^= c;
+    h *= 0x100000001b3ULL;
+  }
+  return mix64(h);
+}
+
+std::uint64_t pair_hash(std::uint64_t a, std::uint64_t b) {
+  return mix64(a * 0x9e3779b97f4a7c15ULL ^ mix64(b + static_cast<std::uint64_t>(TermKind::kPair)));
+}
+
+// The character trigrams of "<word>" (the whole marked word when shorter).
+void add_trigrams(std::string_view word, std::vector<std::uint64_t>& out) {
+  std::string marked;
+  marked.reserve(word.size() + 2);
+  marked.push_back('<');
+  marked.append(word);
+  marked.push_back('>');
+  std::vector<std::size_t> starts;
+  for (std::size_t pos = 0; pos < marked.size();) {
+    starts.push_back(pos);
+    std::size_t len = 0;
+    text::decode_at(marked, pos, len);
+    pos += len;
+  }
+  starts.push_back(marked.size());
+  const std::size_t chars = starts.size() - 1;
+  if (chars <= 3) {
+    out.push_back(hash_text(TermKind::kGram, marked));
+    return;
+  }
+  for (std::size_t i = 0; i + 3 <= chars; ++i) {
+    out.push_back(hash_text(TermKind::kGram, std::string_view(marked).substr(starts[i], starts[i + 3] - starts[i])));
+  }
+}
+
+void sort_unique(std::vector<std::uint64_t>& v) {
+  std::sort(v.begin(), v.end());
+  v.erase(std::unique(v.begin(), v.end()), v.end());
+}
+
+// IDF-weighted size of a sorted set and of its intersection with another;
+// `weight(i)` is the weight of mine[i].
+template <typename Weight>
+std::pair<float, float> overlap(const std::vector<std::uint64_t>& mine, const std::vector<std::uint64_t>& other,
+                                const Weight& weight) {
+  float total = 0, shared = 0;
+  std::size_t j = 0;
+  for (std::size_t i = 0; i < mine.size(); ++i) {
+    const float w = weight(i);
+    total += w;
+    while (j < other.size() && other[j] < mine[i]) ++j;
+    if (j < other.size() && other[j] == mine[i]) shared += w;
+  }
+  return {total, shared};
+}
+
+float ratio(float part, float whole) { return whole > 0 ? part / whole : 0.0f; }
+
+std::size_t common_subsequence(const std::vector<std::uint64_t>& a, const std::vector<std::uint64_t>& b) {
+  const std::size_t n = std::min(a.size(), kMaxSubsequenceUnits), m = std::min(b.size(), kMaxSubsequenceUnits);
+  std::vector<std::uint16_t> row(m + 1, 0);
+  for (std::size_t i = 0; i < n; ++i) {
+    std::uint16_t diagonal = 0;
+    for (std::size_t j = 0; j < m; ++j) {
+      const std::uint16_t above = row[j + 1];
+      row[j + 1] = a[i] == b[j] ? static_cast<std::uint16_t>(diagonal + 1) : std::max(row[j + 1], row[j]);
+      diagonal = above;
+    }
+  }
+  return row[m];
+}
+
+}  // namespace
+
+LexicalIndex::LexicalIndex(std::shared_ptr<const WordDictionary> words) : words_(std::move(words)) {}
+
+AnalyzedText LexicalIndex::analyze(std::string_view normalized) const {
+  AnalyzedText out;
+  // Units, and the CJK runs (as character views) for the segmenter.
+  std::vector<std::string_view> run;
+  auto close_run = [&] {
+    if (run.empty()) return;
+    if (words_) {
+      const auto starts = words_->segment(run);
+      for (std::size_t w = 0; w < starts.size(); ++w) {
+        const std::size_t end = w + 1 < starts.size() ? starts[w + 1] : run.size();
+        std::string word;
+        for (std::size_t c = starts[w]; c < end; ++c) word.append(run[c]);
+        out.words.push_back(hash_text(TermKind::kWord, word));
+      }
+    }
+    run.clear();
+  };
+  std::size_t word_start = std::string_view::npos;
+  bool word_has_alnum = false;
+  auto close_word = [&](std::size_t end) {
+    if (word_start == std::string_view::npos) return;
+    if (word_has_alnum) {
+      const std::string_view word = normalized.substr(word_start, end - word_start);
+      out.units.push_back(hash_text(TermKind::kUnit, word));
+      add_trigrams(word, out.grams);
+      if (words_) out.words.push_back(hash_text(TermKind::kWord, word));
+    }
+    word_start = std::string_view::npos;
+    word_has_alnum = false;
+  };
+  for (std::size_t pos = 0; pos < normalized.size();) {
+    std::size_t len = 0;
+    const std::int32_t cp = text::decode_at(normalized, pos, len);
+    if (text::is_cjk(cp)) {
+      close_word(pos);
+      const std::string_view character = normalized.substr(pos, len);
+      out.units.push_back(hash_text(TermKind::kUnit, character));
+      run.push_back(character);
+    } else {
+      close_run();
+      if (text::is_space(cp) || text::is_punctuation(cp)) {
+        close_word(pos);
+      } else {
+        if (word_start == std::string_view::npos) word_start = pos;
+        word_has_alnum = word_has_alnum || text::is_letter(cp) || text::is_number(cp);
+      }
+    }
+    pos += len;
+  }
+  close_word(normalized.size());
+  close_run();
+
+  std::vector<std::uint64_t> terms = out.units;
+  for (std::size_t i = 0; i + 1 < out.units.size(); ++i) out.bigrams.push_back(pair_hash(out.units[i], out.units[i + 1]));
+  terms.insert(terms.end(), out.bigrams.begin(), out.bigrams.end());
+  terms.insert(terms.end(), out.grams.begin(), out.grams.end());
+  out.length = static_cast<std::uint32_t>(terms.size());
+  std::sort(terms.begin(), terms.end());
+  for (std::size_t i = 0; i < terms.size();) {
+    std::size_t j = i;
+    while (j < terms.size() && terms[j] == terms[i]) ++j;
+    out.term_counts.emplace_back(terms[i], static_cast<std::uint16_t>(std::min<std::size_t>(j - i, 65535)));
+    i = j;
+  }
+  out.unigrams = out.units;
+  sort_unique(out.unigrams);
+  sort_unique(out.bigrams);
+  sort_unique(out.words);
+  sort_unique(out.grams);
+  return out;
+}
+
+void LexicalIndex::add(std::int64_t label, std::string_view normalized) {
+  remove(label);
+  std::uint32_t slot;
+  if (!free_slots_.empty()) {
+    slot = free_slots_.back();
+    free_slots_.pop_back();
+  } else {
+    slot = static_cast<std::uint32_t>(slots_.size());
+    slots_.emplace_back();
+    slot_label_.push_back(-1);
+    slot_length_.push_back(0);
+  }
+  slots_[slot] = analyze(normalized);
+  slot_label_[slot] = label;
+  slot_length_[slot] = static_cast<float>(slots_[slot].length);
+  label_to_slot_[label] = slot;
+  const AnalyzedText& text = slots_[slot];
+  for (const auto& [term, count] : text.term_counts) postings_[term].push_back({slot, count});
+  for (const std::uint64_t word : text.words) ++word_frequency_[word];
+  total_length_ += text.length;
+  take_masses(slots_[slot]);
+}
+
+void LexicalIndex::take_masses(AnalyzedText& phrasing) const {
+  phrasing.unigram_mass = phrasing.bigram_mass = phrasing.word_mass = phrasing.gram_mass = 0;
+  for (const std::uint64_t t : phrasing.grams) phrasing.gram_mass += idf(t);
+  for (const std::uint64_t t : phrasing.unigrams) phrasing.unigram_mass += idf(t);
+  for (const std::uint64_t t : phrasing.bigrams) phrasing.bigram_mass += idf(t);
+  for (const std::uint64_t t : phrasing.words) phrasing.word_mass += word_idf(t);
+}
+
+void LexicalIndex::refresh_weights() {
+  for (std::size_t slot = 0; slot < slots_.size(); ++slot) {
+    if (slot_label_[slot] >= 0) take_masses(slots_[slot]);
+  }
+}
+
+void LexicalIndex::remove(std::int64_t label) {
+  const auto it = label_to_slot_.find(label);
+  if (it == label_to_slot_.end()) return;
+  const std::uint32_t slot = it->second;
+  AnalyzedText& text = slots_[slot];
+  for (const auto& [term, count] : text.term_counts) {
+    auto list = postings_.find(term);
+    if (list == postings_.end()) continue;
+    auto& postings = list->second;
+    postings.erase(std::remove_if(postings.begin(), postings.end(), [&](const Posting& p) { return p.slot == slot; }),
+                   postings.end());
+    if (postings.empty()) postings_.erase(list);
+  }
+  for (const std::uint64_t word : text.words) {
+    auto w = word_frequency_.find(word);
+    if (w != word_frequency_.end() && --w->second == 0) word_frequency_.erase(w);
+  }
+  total_length_ -= text.length;
+  text = AnalyzedText{};
+  slot_label_[slot] = -1;
+  free_slots_.push_back(slot);
+  label_to_slot_.erase(it);
+}
+
+void LexicalIndex::clear() {
+  slots_.clear();
+  slot_label_.clear();
+  slot_length_.clear();
+  free_slots_.clear();
+  label_to_slot_.clear();
+  postings_.clear();
+  word_frequency_.clear();
+  total_length_ = 0;
+}
+
+const AnalyzedText* LexicalIndex::text_of(std::int64_t label) const {
+  const auto it = label_to_slot_.find(label);
+  return it == label_to_slot_.end() ? nullptr : &slots_[it->second];
+}
+
+float LexicalIndex::idf(std::uint64_t term) const {
+  const auto it = postings_.find(term);
+  if (it == postings_.end()) return 0.0f;
+  const double n = static_cast<double>(size()), df = static_cast<double>(it->second.size());
+  return static_cast<float>(std::log(1.0 + (n - df + 0.5) / (df + 0.5)));
+}
+
+float LexicalIndex::word_idf(std::uint64_t word) const {
+  const double n = static_cast<double>(size());
+  const auto it = word_frequency_.find(word);
+  const double df = it == word_frequency_.end() ? 0.0 : static_cast<double>(it->second);
+  return static_cast<float>(std::log(1.0 + (n - df + 0.5) / (df + 0.5)));
+}
+
+float LexicalIndex::bm25(const AnalyzedText& question, const QuestionWeights& weights,
+                         const AnalyzedText& phrasing) const {
+  const float average = size() ? static_cast<float>(total_length_) / static_cast<float>(size()) : 1.0f;
+  const float norm = kK1 * (1 - kB + kB * static_cast<float>(phrasing.length) / std::max(average, 1.0f));
+  float score = 0;
+  std::size_t j = 0;
+  const auto& q = question.term_counts;
+  for (const auto& [term, count] : phrasing.term_counts) {
+    while (j < q.size() && q[j].first < term) ++j;
+    if (j == q.size()) break;
+    if (q[j].first != term) continue;
+    const float tf = count;
+    score += weights.terms[j] * tf * (kK1 + 1) / (tf + norm);
+  }
+  return score;
+}
+
+std::vector<LexicalIndex::Scored> LexicalIndex::top(const AnalyzedText& question, std::size_t k,
+                                                    std::int64_t skip) const {
+  std::vector<Scored> out;
+  if (k == 0 || size() == 0) return out;
+  // Accumulators per slot, reused by the thread: a question touches a
+  // fraction of the slots, and only those are reset.
+  thread_local std::vector<float> thread_score;
+  thread_local std::vector<std::uint32_t> thread_touched;
+  std::vector<float>& score = thread_score;  // one TLS lookup, not one per posting
+  std::vector<std::uint32_t>& touched = thread_touched;
+  if (score.size() < slots_.size()) score.resize(slots_.size(), 0.0f);
+  touched.clear();
+  const float average = std::max(static_cast<float>(total_length_) / static_cast<float>(size()), 1.0f);
+  // Rarest terms first, and the commonest left out once the posting budget
+  // is spent: they add little to any score and most of the work, and the
+  // ranker rescores every candidate exactly. The rarest term is always read.
+  std::vector<const std::vector<Posting>*> lists;
+  for (const auto& [term, unused] : question.term_counts) {
+    const auto it = postings_.find(term);
+    if (it != postings_.end()) lists.push_back(&it->second);
+  }
+  std::sort(lists.begin(), lists.end(), [](const auto* a, const auto* b) { return a->size() < b->size(); });
+  std::size_t read = 0;
+  const double n = static_cast<double>(size());
+  for (const std::vector<Posting>* list : lists) {
+    if (read > 0 && read + list->size() > kPostingBudget) break;
+    read += list->size();
+    const double df = static_cast<double>(list->size());
+    const float w = static_cast<float>(std::log(1.0 + (n - df + 0.5) / (df + 0.5)));
+    for (const Posting& p : *list) {
+      if (score[p.slot] == 0.0f) touched.push_back(p.slot);
+      const float tf = p.count;
+      const float norm = kK1 * (1 - kB + kB * slot_length_[p.slot] / average);
+      score[p.slot] += w * tf * (kK1 + 1) / (tf + norm);  // IDF is positive: a touched slot is never 0
+    }
+  }
+  out.reserve(touched.size());
+  for (const std::uint32_t slot : touched) {
+    if (slot_label_[slot] != skip) out.push_back({slot_label_[slot], score[slot]});
+    score[slot] = 0.0f;
+  }
+  const auto better = [](const Scored& a, const Scored& b) {
+    return a.bm25 != b.bm25 ? a.bm25 > b.bm25 : a.label < b.label;
+  };
+  if (out.size() > k) {
+    std::nth_element(out.begin(), out.begin() + static_cast<std::ptrdiff_t>(k), out.end(), better);
+    out.resize(k);
+  }
+  std::sort(out.begin(), out.end(), better);
+  return out;
+}
+
+LexicalIndex::QuestionWeights LexicalIndex::weigh(const AnalyzedText& question) const {
+  QuestionWeights w;
+  for (const std::uint64_t t : question.unigrams) w.unigrams.push_back(idf(t));
+  for (const std::uint64_t t : question.bigrams) w.bigrams.push_back(idf(t));
+  for (const std::uint64_t t : question.grams) w.grams.push_back(idf(t));
+  for (const auto& [t, count] : question.term_counts) w.terms.push_back(idf(t));
+  if (words_) {
+    for (const std::uint64_t t : question.words) w.words.push_back(word_idf(t));
+  }
+  return w;
+}
+
+LexicalEvidence LexicalIndex::evidence(const AnalyzedText& question, const QuestionWeights& weights,
+                                       std::int64_t label) const {
+  LexicalEvidence e;
+  const AnalyzedText* phrasing = text_of(label);
+  if (!phrasing) return e;
+  const auto [q_units, shared_units] = overlap(question.unigrams, phrasing->unigrams, [&](std::size_t i) { return weights.unigrams[i]; });
+  const auto [q_pairs, shared_pairs] = overlap(question.bigrams, phrasing->bigrams, [&](std::size_t i) { return weights.bigrams[i]; });
+  const float p_units = phrasing->unigram_mass, p_pairs = phrasing->bigram_mass;
+  e.bm25 = bm25(question, weights, *phrasing);
+  const auto [q_grams, shared_grams] = overlap(question.grams, phrasing->grams, [&](std::size_t i) { return weights.grams[i]; });
+  e.grams_of_question = ratio(shared_grams, q_grams);
+  e.grams_of_phrasing = ratio(shared_grams, phrasing->gram_mass);
+  e.bm25_per_question_idf = ratio(e.bm25, q_units + q_pairs);
+  e.shared_of_question = ratio(shared_units + shared_pairs, q_units + q_pairs);
+  e.shared_of_phrasing = ratio(shared_units + shared_pairs, p_units + p_pairs);
+  e.units_of_question = ratio(shared_units, q_units);
+  e.units_of_phrasing = ratio(shared_units, p_units);
+  e.pairs_of_question = ratio(shared_pairs, q_pairs);
+  e.pairs_of_phrasing = ratio(shared_pairs, p_pairs);
+  if (words_) {
+    const auto [q_words, shared_words] = overlap(question.words, phrasing->words, [&](std::size_t i) { return weights.words[i]; });
+    const float p_words = phrasing->word_mass;
+    e.words_of_question = ratio(shared_words, q_words);
+    e.words_of_phrasing = ratio(shared_words, p_words);
+  }
+  const float q_len = static_cast<float>(question.units.size()), p_len = static_cast<float>(phrasing->units.size());
+  const float lcs = static_cast<float>(common_subsequence(question.units, phrasing->units));
+  e.subsequence_dice = ratio(2 * lcs, q_len + p_len);
+  e.subsequence_of_question = ratio(lcs, q_len);
+  e.length_gap = std::fabs(q_len - p_len) / (q_len + p_len + 1);
+  e.identical = question.units == phrasing->units;
+  return e;
+}
+
+}  // namespace rapidqa::retrieval
