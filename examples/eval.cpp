@@ -46,7 +46,7 @@ void print_usage(std::FILE* out) {
                "  --queries TSV    question<TAB>expected entry id, one per line\n"
                "  --negpairs TSV   question<TAB>question, labelled different in meaning: every\n"
                "                   semantic-cache hit on the second after the first is a false hit\n"
-               "  --fusion MODE    dense (the engine's default), rrf or fitted: how retrieval\n"
+               "  --fusion MODE    fitted (the engine's default), rrf or dense: how retrieval\n"
                "                   ranks (see RetrievalOptions)\n"
                "  --word-dictionary PATH|none\n"
                "                   word list for segmenting CJK text (\"word count [tag]\" lines);\n"

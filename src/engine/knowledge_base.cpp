@@ -17,6 +17,9 @@ std::vector<const std::string*> phrasings_of(const KnowledgeEntry& e) {
   return out;
 }
 
+// The key the BM25 index groups an entry's phrasings by.
+std::uint64_t entry_key(const std::string& id) { return std::hash<std::string>{}(id); }
+
 index::VectorIndexOptions index_options(std::size_t dimension, const KnowledgeBaseOptions& o) {
   index::VectorIndexOptions io;
   io.dimension = dimension;
@@ -75,7 +78,7 @@ void KnowledgeBase::rebuild_ranker() {
   for (const StoredEntry* se : stored) {
     const auto phrasings = phrasings_of(se->entry);
     for (std::size_t j = 0; j < se->labels.size() && j < phrasings.size(); ++j) {
-      lexical.add(se->labels[j], lexical_text(*phrasings[j]));
+      lexical.add(se->labels[j], lexical_text(*phrasings[j]), entry_key(se->entry.id));
     }
     groups.push_back(se->labels);
   }
@@ -233,7 +236,7 @@ Status KnowledgeBase::store(KnowledgeEntry entry, std::uint64_t version) {
   for (std::size_t j = 0; j < encoded.normalized.size(); ++j) {
     const std::int64_t label = next_label_++;
     index_.upsert(label, encoded.vectors.data() + j * dim);
-    if (ranker_) ranker_->lexical().add(label, lexical_text(*phrasings[j]));
+    if (ranker_) ranker_->lexical().add(label, lexical_text(*phrasings[j]), entry_key(entry.id));
     entry_of_label_.emplace(label, &stored);
     stored.labels.push_back(label);
   }

@@ -27,6 +27,8 @@ enum Feature : std::size_t {
   kPairsOfPhrasing,
   kGramsOfQuestion,
   kGramsOfPhrasing,
+  kEntryLexicalSum,   // the BM25 (as a share of the best) of all the entry's candidate phrasings
+  kEntryCosineMax,    // the best cosine among the entry's candidate phrasings
   kCosine,
 };
 static_assert(kCosine + 1 == kRankerFeatures);
@@ -201,9 +203,18 @@ std::vector<HybridRanker::Candidate> HybridRanker::candidates(const AnalyzedText
   };
   rank_by([](const Candidate& c) { return c.features[kBm25OfBest]; }, &Candidate::lexical_rank);
   rank_by([](const Candidate& c) { return c.cosine; }, &Candidate::dense_rank);
+  std::unordered_map<std::uint64_t, std::pair<float, float>> per_entry;  // (BM25 share sum, best cosine)
   for (Candidate& c : out) {
     c.features[kBm25OfBest] = best_bm25 > 0 ? c.features[kBm25OfBest] / best_bm25 : 0.0f;
     c.features[kLexicalRank] = 1.0f / (1.0f + static_cast<float>(c.lexical_rank));
+    auto [it, first] = per_entry.try_emplace(lexical_.entry_of(c.label), 0.0f, c.cosine);
+    it->second.first += c.features[kBm25OfBest];
+    it->second.second = std::max(it->second.second, c.cosine);
+  }
+  for (Candidate& c : out) {
+    const auto& [lexical_sum, cosine_max] = per_entry[lexical_.entry_of(c.label)];
+    c.features[kEntryLexicalSum] = lexical_sum;
+    c.features[kEntryCosineMax] = cosine_max;
   }
   return out;
 }

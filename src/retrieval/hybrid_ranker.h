@@ -28,7 +28,7 @@
 
 namespace rapidqa::retrieval {
 
-constexpr std::size_t kRankerFeatures = 18;
+constexpr std::size_t kRankerFeatures = 20;
 using RankerWeights = std::array<float, kRankerFeatures>;
 
 struct RankedPhrasing {

@@ -180,7 +180,7 @@ AnalyzedText LexicalIndex::analyze(std::string_view normalized) const {
   return out;
 }
 
-void LexicalIndex::add(std::int64_t label, std::string_view normalized) {
+void LexicalIndex::add(std::int64_t label, std::string_view normalized, std::uint64_t entry) {
   remove(label);
   std::uint32_t slot;
   if (!free_slots_.empty()) {
@@ -191,10 +191,12 @@ void LexicalIndex::add(std::int64_t label, std::string_view normalized) {
     slots_.emplace_back();
     slot_label_.push_back(-1);
     slot_length_.push_back(0);
+    slot_entry_.push_back(0);
   }
   slots_[slot] = analyze(normalized);
   slot_label_[slot] = label;
   slot_length_[slot] = static_cast<float>(slots_[slot].length);
+  slot_entry_[slot] = entry;
   label_to_slot_[label] = slot;
   const AnalyzedText& text = slots_[slot];
   for (const auto& [term, count] : text.term_counts) postings_[term].push_back({slot, count});
@@ -245,6 +247,7 @@ void LexicalIndex::clear() {
   slots_.clear();
   slot_label_.clear();
   slot_length_.clear();
+  slot_entry_.clear();
   free_slots_.clear();
   label_to_slot_.clear();
   postings_.clear();
@@ -255,6 +258,11 @@ void LexicalIndex::clear() {
 const AnalyzedText* LexicalIndex::text_of(std::int64_t label) const {
   const auto it = label_to_slot_.find(label);
   return it == label_to_slot_.end() ? nullptr : &slots_[it->second];
+}
+
+std::uint64_t LexicalIndex::entry_of(std::int64_t label) const {
+  const auto it = label_to_slot_.find(label);
+  return it == label_to_slot_.end() ? 0 : slot_entry_[it->second];
 }
 
 float LexicalIndex::idf(std::uint64_t term) const {

@@ -66,8 +66,10 @@ class LexicalIndex {
 
   AnalyzedText analyze(std::string_view normalized) const;
 
-  // Adds (or replaces) a phrasing under a label.
-  void add(std::int64_t label, std::string_view normalized);
+  // Adds (or replaces) a phrasing under a label; `entry` names the entry it
+  // belongs to (any key equal for an entry's phrasings), so evidence can be
+  // gathered per entry.
+  void add(std::int64_t label, std::string_view normalized, std::uint64_t entry = 0);
   void remove(std::int64_t label);
   void clear();
   // Retakes every phrasing's IDF masses from the current statistics: after
@@ -77,6 +79,7 @@ class LexicalIndex {
   bool contains(std::int64_t label) const { return label_to_slot_.count(label) != 0; }
   // The analysis stored for a label (null when absent).
   const AnalyzedText* text_of(std::int64_t label) const;
+  std::uint64_t entry_of(std::int64_t label) const;  // 0 when absent
 
   struct Scored {
     std::int64_t label;
@@ -107,6 +110,7 @@ class LexicalIndex {
   std::vector<AnalyzedText> slots_;
   std::vector<std::int64_t> slot_label_;  // -1 for a free slot
   std::vector<float> slot_length_;        // each slot's BM25 length, packed for the posting loop
+  std::vector<std::uint64_t> slot_entry_;
   std::vector<std::uint32_t> free_slots_;
   std::unordered_map<std::int64_t, std::uint32_t> label_to_slot_;
   std::unordered_map<std::uint64_t, std::vector<Posting>> postings_;
