@@ -25,10 +25,18 @@ for line in open(sys.argv[1], encoding='utf-8'):
     print(f"{j['question']}\t{j['expected_id']}")
 PY
 
-summary() {  # JSON on stdin -> "top1 | top3 | mrr | fallback | p50 | p99"
-  python3 -c 'import json,sys; r=json.load(sys.stdin)["retrieval"]; l=r["latency_us"]
-print(f"{r[\"top1\"]:.3f} | {r[\"top3\"]:.3f} | {r[\"mrr10\"]:.3f} | {r[\"fallback_rate\"]:.3f} | {l[\"p50\"]:.0f} | {l[\"p99\"]:.0f}")'
-}
+cat >"$work/tables.py" <<'PY'
+import json, sys
+result = json.load(sys.stdin)
+if sys.argv[1] == "retrieval":
+    r = result["retrieval"]
+    l = r["latency_us"]
+    print("%.3f | %.3f | %.3f | %.3f | %.0f | %.0f" % (r["top1"], r["top3"], r["mrr10"], r["fallback_rate"], l["p50"], l["p99"]))
+else:
+    for r in result["semantic_cache"]:
+        low, high = r["false_hit_rate_95"]
+        print("| %s | %.2f | %.3f | %.3f [%.3f, %.3f] |" % (sys.argv[2], r["threshold"], r["hit_rate"], r["false_hit_rate"], low, high))
+PY
 
 echo "Machine: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) vCPUs; commit $(git -C "$here" rev-parse --short HEAD)"
 echo
@@ -41,7 +49,7 @@ for set in lcqmc bq faq; do
     read -r fusion dictionary <<<"$ranking"
     name=$fusion; [[ $fusion == fitted ]] && name="fitted, $([[ $dictionary == none ]] && echo characters || echo "jieba words")"
     line=$("$eval_tool" --kb "$kb" --queries "$queries" --fusion "$fusion" --word-dictionary "$dictionary" \
-             --semantic-thresholds 0.99 --json 2>/dev/null | summary)
+             --semantic-thresholds 0.99 --json 2>/dev/null | python3 "$work/tables.py" retrieval)
     echo "| $set | $name | $line |"
   done
 done
@@ -54,8 +62,5 @@ echo "|---|---:|---:|---:|"
 for set in lcqmc bq; do
   "$eval_tool" --kb "$data/$set-dev_kb.jsonl" --queries "$data/$set-dev_queries.tsv" \
     --negpairs "$data/$set-dev_negpairs.tsv" --semantic-thresholds 0.5,0.6,0.7,0.8,0.9,0.95 --json 2>/dev/null |
-    python3 -c 'import json,sys
-for r in json.load(sys.stdin)["semantic_cache"]:
-    lo, hi = r["false_hit_rate_95"]
-    print(f"| '"$set"' | {r[\"threshold\"]:.2f} | {r[\"hit_rate\"]:.3f} | {r[\"false_hit_rate\"]:.3f} [{lo:.3f}, {hi:.3f}] |")'
+    python3 "$work/tables.py" cache "$set"
 done

@@ -16,7 +16,7 @@ constexpr float kB = 0.75f;  // and length normalisation
 constexpr std::size_t kMaxSubsequenceUnits = 96;
 // Postings a question's candidate search reads at most (beyond its rarest
 // term's): bounds the miss path's cost whatever the base's size.
-constexpr std::size_t kPostingBudget = 8192;
+constexpr std::size_t kPostingBudget = 4096;
 
 enum class TermKind : std::uint64_t { kUnit = 1, kPair, kWord, kGram };
 
