@@ -14,6 +14,7 @@
 
 #include "common/checksum.h"
 #include "common/guard.h"
+#include "text/feature_hash.h"
 #include "text/lexical_tokenizer.h"
 #include "text/utf8.h"
 
@@ -27,22 +28,8 @@ constexpr std::size_t kMaxCharNgram = 32;
 // character n-gram land in different buckets.
 enum class FeatureKind : std::uint8_t { kWord = 1, kWordBigram, kCharNgram, kCjkChar, kCjkBigram };
 
-std::uint64_t mix64(std::uint64_t x) {  // splitmix64 finaliser
-  x ^= x >> 30;
-  x *= 0xbf58476d1ce4e5b9ULL;
-  x ^= x >> 27;
-  x *= 0x94d049bb133111ebULL;
-  x ^= x >> 31;
-  return x;
-}
-
-std::uint64_t hash_bytes(std::uint64_t h, std::string_view bytes) {
-  for (unsigned char c : bytes) {  // FNV-1a
-    h ^= c;
-    h *= 0x100000001b3ULL;
-  }
-  return h;
-}
+using text::fnv1a;
+using text::mix64;
 
 struct Feature {
   std::uint64_t hash;
@@ -123,12 +110,12 @@ struct HashingEncoder::Impl {
   std::uint64_t state_checksum = 0;
 
   std::uint64_t feature_hash(FeatureKind kind, std::string_view a, std::string_view b = {}) const {
-    std::uint64_t h = 0xcbf29ce484222325ULL ^ mix64(options.seed + static_cast<std::uint64_t>(kind));
-    h = hash_bytes(h, a);
+    std::uint64_t h = text::kFnvOffset ^ mix64(options.seed + static_cast<std::uint64_t>(kind));
+    h = fnv1a(h, a);
     if (!b.empty()) {
       h ^= 0x1f;  // separator: ("ab","c") differs from ("a","bc")
-      h *= 0x100000001b3ULL;
-      h = hash_bytes(h, b);
+      h *= text::kFnvPrime;
+      h = fnv1a(h, b);
     }
     return mix64(h);
   }
@@ -140,14 +127,7 @@ struct HashingEncoder::Impl {
     marked.push_back('<');
     marked.append(word);
     marked.push_back('>');
-    std::vector<std::size_t> starts;
-    for (std::size_t pos = 0; pos < marked.size();) {
-      starts.push_back(pos);
-      std::size_t len = 0;
-      text::decode_at(marked, pos, len);
-      pos += len;
-    }
-    starts.push_back(marked.size());
+    const std::vector<std::size_t> starts = text::code_point_starts(marked);
     const std::size_t chars = starts.size() - 1;
     for (std::size_t n = options.char_ngram_min; n <= options.char_ngram_max; ++n) {
       if (n > chars) break;

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <string>
 
+#include "text/feature_hash.h"
 #include "text/utf8.h"
 
 namespace rapidqa::retrieval {
@@ -20,22 +21,10 @@ constexpr std::size_t kPostingBudget = 4096;
 
 enum class TermKind : std::uint64_t { kUnit = 1, kPair, kWord, kGram };
 
-std::uint64_t mix64(std::uint64_t x) {  // splitmix64 finaliser
-  x ^= x >> 30;
-  x *= 0xbf58476d1ce4e5b9ULL;
-  x ^= x >> 27;
-  x *= 0x94d049bb133111ebULL;
-  x ^= x >> 31;
-  return x;
-}
+using text::mix64;
 
-std::uint64_t hash_text(TermKind kind, std::string_view text) {
-  std::uint64_t h = 0xcbf29ce484222325ULL ^ static_cast<std::uint64_t>(kind);
-  for (unsigned char c : text) {  // FNV-1a
-    h ^= c;
-    h *= 0x100000001b3ULL;
-  }
-  return mix64(h);
+std::uint64_t hash_text(TermKind kind, std::string_view bytes) {
+  return mix64(text::fnv1a(text::kFnvOffset ^ static_cast<std::uint64_t>(kind), bytes));
 }
 
 std::uint64_t pair_hash(std::uint64_t a, std::uint64_t b) {
@@ -49,14 +38,7 @@ void add_trigrams(std::string_view word, std::vector<std::uint64_t>& out) {
   marked.push_back('<');
   marked.append(word);
   marked.push_back('>');
-  std::vector<std::size_t> starts;
-  for (std::size_t pos = 0; pos < marked.size();) {
-    starts.push_back(pos);
-    std::size_t len = 0;
-    text::decode_at(marked, pos, len);
-    pos += len;
-  }
-  starts.push_back(marked.size());
+  const std::vector<std::size_t> starts = text::code_point_starts(marked);
   const std::size_t chars = starts.size() - 1;
   if (chars <= 3) {
     out.push_back(hash_text(TermKind::kGram, marked));

@@ -39,6 +39,19 @@ std::int32_t decode_at(std::string_view text, std::size_t pos, std::size_t& leng
   return n > 0 ? cp : 0xFFFD;
 }
 
+std::vector<std::size_t> code_point_starts(std::string_view text) {
+  std::vector<std::size_t> starts;
+  starts.reserve(text.size() + 1);
+  for (std::size_t pos = 0; pos < text.size();) {
+    starts.push_back(pos);
+    std::size_t len = 0;
+    decode_at(text, pos, len);
+    pos += len;
+  }
+  starts.push_back(text.size());
+  return starts;
+}
+
 void append_utf8(std::string& out, std::int32_t code_point) {
   utf8proc_uint8_t buf[4];
   const auto n = utf8proc_encode_char(code_point, buf);

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace rapidqa::text {
 
@@ -16,6 +17,10 @@ std::size_t find_invalid_utf8(std::string_view text);
 std::int32_t decode_at(std::string_view text, std::size_t pos, std::size_t& length);
 
 void append_utf8(std::string& out, std::int32_t code_point);
+
+// The byte offset of each code point of `text`, then text.size(): character
+// n-grams cut at these never split a character. Text must be valid UTF-8.
+std::vector<std::size_t> code_point_starts(std::string_view text);
 
 // Each code point lower-cased by its Unicode simple mapping (Python's
 // str.lower() but for its few one-to-many mappings). Text must be valid
