@@ -121,19 +121,12 @@ struct HashingEncoder::Impl {
   }
 
   void add_char_ngrams(std::string_view word, std::vector<Feature>& out) const {
-    // Code point boundaries of "<word>", so n-grams never split a character.
-    std::string marked;
-    marked.reserve(word.size() + 2);
-    marked.push_back('<');
-    marked.append(word);
-    marked.push_back('>');
-    const std::vector<std::size_t> starts = text::code_point_starts(marked);
-    const std::size_t chars = starts.size() - 1;
+    const text::MarkedWord marked = text::mark_word(word);
+    const std::size_t chars = marked.characters();
     for (std::size_t n = options.char_ngram_min; n <= options.char_ngram_max; ++n) {
       if (n > chars) break;
       for (std::size_t i = 0; i + n <= chars; ++i) {
-        const std::string_view gram(marked.data() + starts[i], starts[i + n] - starts[i]);
-        out.push_back({feature_hash(FeatureKind::kCharNgram, gram), options.char_ngram_weight});
+        out.push_back({feature_hash(FeatureKind::kCharNgram, marked.gram(i, n)), options.char_ngram_weight});
       }
     }
   }

@@ -174,7 +174,7 @@ std::vector<HybridRanker::Candidate> HybridRanker::candidates(const AnalyzedText
   for (const std::int64_t label : labels) {
     const LexicalEvidence e = lexical_.evidence(question, weights, label);
     const float* v = dense.vector_of(label);
-    Candidate c{label, {}, v ? inner_product(vector, v, dense.dimension()) : 0.0f, 0, 0};
+    Candidate c{label, {}, v ? inner_product(vector, v, dense.dimension()) : 0.0f, 0, 0, lexical_.entry_of(label)};
     auto& f = c.features;
     f[kBm25OfBest] = e.bm25;
     f[kBm25PerIdf] = e.bm25_per_question_idf;
@@ -212,12 +212,12 @@ std::vector<HybridRanker::Candidate> HybridRanker::candidates(const AnalyzedText
   for (Candidate& c : out) {
     c.features[kBm25OfBest] = best_bm25 > 0 ? c.features[kBm25OfBest] / best_bm25 : 0.0f;
     c.features[kLexicalRank] = 1.0f / (1.0f + static_cast<float>(c.lexical_rank));
-    auto [it, first] = per_entry.try_emplace(lexical_.entry_of(c.label), 0.0f, c.cosine);
+    const auto it = per_entry.try_emplace(c.entry, 0.0f, c.cosine).first;
     it->second.first += c.features[kBm25OfBest];
     it->second.second = std::max(it->second.second, c.cosine);
   }
   for (Candidate& c : out) {
-    const auto& [lexical_sum, cosine_max] = per_entry[lexical_.entry_of(c.label)];
+    const auto& [lexical_sum, cosine_max] = per_entry[c.entry];
     c.features[kEntryLexicalSum] = lexical_sum;
     c.features[kEntryCosineMax] = cosine_max;
   }

@@ -80,6 +80,7 @@ class HybridRanker {
     std::array<float, kRankerFeatures> features;
     float cosine;
     std::size_t lexical_rank, dense_rank;
+    std::uint64_t entry;  // the phrasing's entry key (LexicalIndex::entry_of)
   };
   std::vector<Candidate> candidates(const AnalyzedText& question, const float* vector, const index::VectorIndex& dense,
                                     std::int64_t skip) const;

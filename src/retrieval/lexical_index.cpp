@@ -33,20 +33,13 @@ std::uint64_t pair_hash(std::uint64_t a, std::uint64_t b) {
 
 // The character trigrams of "<word>" (the whole marked word when shorter).
 void add_trigrams(std::string_view word, std::vector<std::uint64_t>& out) {
-  std::string marked;
-  marked.reserve(word.size() + 2);
-  marked.push_back('<');
-  marked.append(word);
-  marked.push_back('>');
-  const std::vector<std::size_t> starts = text::code_point_starts(marked);
-  const std::size_t chars = starts.size() - 1;
+  const text::MarkedWord marked = text::mark_word(word);
+  const std::size_t chars = marked.characters();
   if (chars <= 3) {
-    out.push_back(hash_text(TermKind::kGram, marked));
+    out.push_back(hash_text(TermKind::kGram, marked.text));
     return;
   }
-  for (std::size_t i = 0; i + 3 <= chars; ++i) {
-    out.push_back(hash_text(TermKind::kGram, std::string_view(marked).substr(starts[i], starts[i + 3] - starts[i])));
-  }
+  for (std::size_t i = 0; i + 3 <= chars; ++i) out.push_back(hash_text(TermKind::kGram, marked.gram(i, 3)));
 }
 
 void sort_unique(std::vector<std::uint64_t>& v) {

@@ -39,17 +39,21 @@ std::int32_t decode_at(std::string_view text, std::size_t pos, std::size_t& leng
   return n > 0 ? cp : 0xFFFD;
 }
 
-std::vector<std::size_t> code_point_starts(std::string_view text) {
-  std::vector<std::size_t> starts;
-  starts.reserve(text.size() + 1);
-  for (std::size_t pos = 0; pos < text.size();) {
-    starts.push_back(pos);
+MarkedWord mark_word(std::string_view word) {
+  MarkedWord marked;
+  marked.text.reserve(word.size() + 2);
+  marked.text.push_back('<');
+  marked.text.append(word);
+  marked.text.push_back('>');
+  marked.starts.reserve(marked.text.size() + 1);
+  for (std::size_t pos = 0; pos < marked.text.size();) {
+    marked.starts.push_back(pos);
     std::size_t len = 0;
-    decode_at(text, pos, len);
+    decode_at(marked.text, pos, len);
     pos += len;
   }
-  starts.push_back(text.size());
-  return starts;
+  marked.starts.push_back(marked.text.size());
+  return marked;
 }
 
 void append_utf8(std::string& out, std::int32_t code_point) {

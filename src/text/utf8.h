@@ -18,9 +18,20 @@ std::int32_t decode_at(std::string_view text, std::size_t pos, std::size_t& leng
 
 void append_utf8(std::string& out, std::int32_t code_point);
 
-// The byte offset of each code point of `text`, then text.size(): character
-// n-grams cut at these never split a character. Text must be valid UTF-8.
-std::vector<std::size_t> code_point_starts(std::string_view text);
+// A word marked at both ends ("<word>") and the byte offset of each of its
+// code points, then its size: the character n-grams of a word (the
+// HashingEncoder's, the BM25 index's trigrams) never split a character.
+struct MarkedWord {
+  std::string text;
+  std::vector<std::size_t> starts;
+  std::size_t characters() const { return starts.size() - 1; }
+  // The n characters from character `first`.
+  std::string_view gram(std::size_t first, std::size_t n) const {
+    return std::string_view(text).substr(starts[first], starts[first + n] - starts[first]);
+  }
+};
+// The word must be valid UTF-8.
+MarkedWord mark_word(std::string_view word);
 
 // Each code point lower-cased by its Unicode simple mapping (Python's
 // str.lower() but for its few one-to-many mappings). Text must be valid
