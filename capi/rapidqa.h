@@ -146,6 +146,15 @@ typedef struct rqa_engine_options {
                                    encoder_pooling_cls is nonzero) */
   const char* encoder_prompt;   /* text before every question and phrasing; NULL: the directory's "query"
                                    prompt, if any; "": none */
+  /* Added after 0.2.0: answer quality without a model (docs/answer-quality.md). */
+  float min_answer_confidence;       /* best-match calibrated confidence below this gives the fallback,
+                                        in [0, 1]; 0 = off (0) */
+  size_t min_question_characters;    /* fewer letters and digits than this: the fallback, with a reason;
+                                        0 = the default (2) */
+  float semantic_target_error_rate;  /* in (0, 0.5]: semantic hits decided by thresholds learned to keep
+                                        wrong hits at or under this share; 0 = the fixed threshold (0) */
+  float semantic_verification_rate;  /* share of would-be hits checked by retrieval in that mode, in (0, 1];
+                                        0 = the default (0.05) */
 } rqa_engine_options;
 
 RQA_API void rqa_engine_options_init(rqa_engine_options* options);
@@ -275,6 +284,13 @@ RQA_API int rqa_answer_degraded(const rqa_answer* answer);         /* nonzero wh
 RQA_API const char* rqa_answer_degraded_reason(const rqa_answer* answer);
 RQA_API int rqa_answer_generated(const rqa_answer* answer);       /* nonzero when a generator wrote the text */
 RQA_API uint64_t rqa_answer_total_microseconds(const rqa_answer* answer);
+/* Added after 0.2.0. The calibrated probability that the best entry
+ * answers (comparable across knowledge bases), -1 when not known; why the
+ * fallback was given ("" otherwise); and the semantic tier's decision in
+ * words ("" when it was not looked up). */
+RQA_API float rqa_answer_confidence(const rqa_answer* answer);
+RQA_API const char* rqa_answer_fallback_reason(const rqa_answer* answer);
+RQA_API const char* rqa_answer_cache_decision(const rqa_answer* answer);
 /* Releases an answer (NULL is ignored). The answer and every string
  * borrowed from it are invalid afterwards; like free(), destroying the same
  * answer twice is undefined behaviour: set the pointer to NULL after. */

@@ -335,6 +335,14 @@ rqa_status rqa_engine_create(const rqa_engine_options* options, rqa_engine** out
       if (!generator) return report(generator.status());
       o.generator = std::move(generator).value();
     }
+    const bool has_quality =
+        c.struct_size >= offsetof(rqa_engine_options, semantic_verification_rate) + sizeof(float);
+    if (has_quality) {
+      o.min_answer_confidence = c.min_answer_confidence;
+      if (c.min_question_characters > 0) o.min_question_characters = c.min_question_characters;
+      if (c.semantic_target_error_rate != 0) o.semantic_cache.target_error_rate = c.semantic_target_error_rate;
+      if (c.semantic_verification_rate != 0) o.semantic_cache.verification_rate = c.semantic_verification_rate;
+    }
     auto engine = rapidqa::QAEngine::create(std::move(o));
     if (!engine) return report(engine.status());
     *out = new rqa_engine{std::move(engine).value()};
@@ -588,6 +596,13 @@ int rqa_answer_degraded(const rqa_answer* answer) { return answer && answer->ans
 int rqa_answer_generated(const rqa_answer* answer) { return answer && answer->answer.generated ? 1 : 0; }
 const char* rqa_answer_degraded_reason(const rqa_answer* answer) {
   return answer ? answer->answer.degraded_reason.c_str() : "";
+}
+float rqa_answer_confidence(const rqa_answer* answer) { return answer ? answer->answer.confidence : -1.0f; }
+const char* rqa_answer_fallback_reason(const rqa_answer* answer) {
+  return answer ? answer->answer.fallback_reason.c_str() : "";
+}
+const char* rqa_answer_cache_decision(const rqa_answer* answer) {
+  return answer ? answer->answer.cache_decision.c_str() : "";
 }
 uint64_t rqa_answer_total_microseconds(const rqa_answer* answer) {
   if (!answer) return 0;

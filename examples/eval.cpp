@@ -4,13 +4,19 @@
 // is known. Semantic cache: hit rate on paraphrases (each question asked
 // after its entry's first phrasing) and false-hit rate on labelled
 // non-paraphrase pairs (the second asked after the first), each pair in a
-// tenant of its own so no other pair's answer interferes.
+// tenant of its own so no other pair's answer interferes. Abstention: with
+// out-of-domain questions (another corpus's), in-domain accuracy and the
+// out-of-domain fallback rate over thresholds of the calibrated confidence
+// and, for comparison, of the raw cosine.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <map>
+#include <optional>
+#include <random>
+#include <set>
 #include <memory>
 #include <string>
 #include <sys/stat.h>
@@ -29,10 +35,12 @@ namespace {
 constexpr const char* kDebianWordList = "/usr/lib/python3/dist-packages/jieba/dict.txt";
 
 struct EvalOptions {
-  std::string kb, queries, negpairs, answers;
+  std::string kb, queries, negpairs, answers, ood_queries;
   rapidqa::RetrievalFusion fusion = rapidqa::RetrievalOptions{}.fusion;  // the engine's default
   std::string word_dictionary = "auto";
   std::vector<float> thresholds;  // semantic-cache thresholds to sweep (empty: the engine's default)
+  std::vector<float> stream_thresholds;  // fixed thresholds measured on the one-namespace stream
+  std::vector<float> targets;     // error-bound targets measured on the stream
   std::size_t limit = 0;          // questions and pairs read from each file (0: all)
   bool json = false;
   rapidqa::tools::EncoderFlags encoder;
@@ -46,6 +54,9 @@ void print_usage(std::FILE* out) {
                "  --queries TSV    question<TAB>expected entry id, one per line\n"
                "  --negpairs TSV   question<TAB>question, labelled different in meaning: every\n"
                "                   semantic-cache hit on the second after the first is a false hit\n"
+               "  --ood-queries TSV questions the knowledge base does not answer (the first\n"
+               "                   field of each line; another corpus's queries file will do):\n"
+               "                   adds abstention curves over the answer-confidence threshold\n"
                "  --fusion MODE    fitted (the engine's default), rrf or dense: how retrieval\n"
                "                   ranks (see RetrievalOptions)\n"
                "  --word-dictionary PATH|none\n"
@@ -54,6 +65,15 @@ void print_usage(std::FILE* out) {
                "  --semantic-thresholds LIST\n"
                "                   comma-separated cosines to measure the semantic cache at\n"
                "                   (default: the engine's 0.92)\n"
+               "  --semantic-targets LIST\n"
+               "                   comma-separated target error rates in (0, 0.5]: adds a question\n"
+               "                   stream in one namespace (each paraphrase after its entry's first\n"
+               "                   phrasing, each non-paraphrase after its partner, interleaved)\n"
+               "                   measured with fixed thresholds and with the error-bound hit\n"
+               "                   decision at each target; a hit is false when full retrieval\n"
+               "                   names another entry\n"
+               "  --stream-thresholds LIST\n"
+               "                   the fixed thresholds for that stream (default 0.80 to 0.98)\n"
                "  --limit N        read at most N questions and N pairs\n"
                "  --answers FILE   write each question's retrieval as a JSON line (question,\n"
                "                   expected, matches with scores, tier) to FILE\n"
@@ -62,15 +82,16 @@ void print_usage(std::FILE* out) {
                kDebianWordList, rapidqa::tools::EncoderFlags::kUsage);
 }
 
-bool parse_thresholds(const std::string& text, std::vector<float>& out) {
+bool parse_thresholds(const std::string& text, std::vector<float>& out, const char* flag = "--semantic-thresholds",
+                      float most = 1.0f) {
   std::size_t begin = 0;
   while (begin <= text.size()) {
     const std::size_t end = std::min(text.find(',', begin), text.size());
     const std::string item = text.substr(begin, end - begin);
     char* stop = nullptr;
     const float v = std::strtof(item.c_str(), &stop);
-    if (item.empty() || *stop != '\0' || !(v > 0.0f && v <= 1.0f)) {
-      std::fprintf(stderr, "rapidqa-eval: --semantic-thresholds: '%s' is not a cosine in (0, 1]\n", item.c_str());
+    if (item.empty() || *stop != '\0' || !(v > 0.0f && v <= most)) {
+      std::fprintf(stderr, "rapidqa-eval: %s: '%s' is not in (0, %g]\n", flag, item.c_str(), most);
       return false;
     }
     out.push_back(v);
@@ -95,6 +116,8 @@ int parse_args(int argc, char** argv, EvalOptions& o) {
       if (!text(o.queries)) return 2;
     } else if (arg == "--answers") {
       if (!text(o.answers)) return 2;
+    } else if (arg == "--ood-queries") {
+      if (!text(o.ood_queries)) return 2;
     } else if (arg == "--negpairs") {
       if (!text(o.negpairs)) return 2;
     } else if (arg == "--word-dictionary") {
@@ -115,6 +138,12 @@ int parse_args(int argc, char** argv, EvalOptions& o) {
     } else if (arg == "--semantic-thresholds") {
       std::string list;
       if (!text(list) || !parse_thresholds(list, o.thresholds)) return 2;
+    } else if (arg == "--semantic-targets") {
+      std::string list;
+      if (!text(list) || !parse_thresholds(list, o.targets, "--semantic-targets", 0.5f)) return 2;
+    } else if (arg == "--stream-thresholds") {
+      std::string list;
+      if (!text(list) || !parse_thresholds(list, o.stream_thresholds, "--stream-thresholds")) return 2;
     } else if (arg == "--limit") {
       if (!values.number(o.limit)) return 2;
     } else if (arg == "--json") {
@@ -182,6 +211,115 @@ std::pair<double, double> wilson(std::size_t hits, std::size_t n) {
   return {std::max(0.0, centre - half), std::min(1.0, centre + half)};
 }
 
+// One way of deciding semantic hits, run over the stream.
+struct StreamRow {
+  float threshold = -1;  // a fixed threshold (-1: the error-bound mode)
+  float target = -1;     // the error-bound mode's target
+  std::size_t decisions = 0, hits = 0, false_hits = 0;
+  std::uint64_t verifications = 0, outcomes = 0;
+};
+
+// Every paraphrase after its entry's first phrasing and every labelled
+// non-paraphrase after its partner, the pairs interleaved at random (seeded,
+// so every run and every mode sees the same stream); a question already
+// asked is not asked again (the exact tiers would answer it).
+std::vector<std::string> build_stream(const rapidqa::QAEngine& engine,
+                                      const std::vector<std::pair<std::string, std::string>>& queries,
+                                      const std::vector<std::pair<std::string, std::string>>& negpairs) {
+  std::vector<std::pair<std::string, std::string>> pairs;
+  for (const auto& [question, expected] : queries) {
+    if (auto first = engine.entry(expected)) pairs.emplace_back(first->question, question);
+  }
+  pairs.insert(pairs.end(), negpairs.begin(), negpairs.end());
+  std::mt19937_64 random(20261207);
+  std::uniform_real_distribution<double> start(0.0, 1.0), gap(0.0, 0.05);
+  std::vector<std::pair<double, std::string>> timed;
+  for (const auto& [first, second] : pairs) {
+    const double t = start(random);
+    timed.emplace_back(t, first);
+    timed.emplace_back(t + gap(random), second);
+  }
+  std::stable_sort(timed.begin(), timed.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<std::string> stream;
+  std::set<std::string> asked;
+  for (auto& [t, question] : timed) {
+    if (asked.insert(question).second) stream.push_back(std::move(question));
+  }
+  return stream;
+}
+
+// Asks the stream in a fresh namespace; a semantic hit is false when full
+// retrieval (truth) names another entry.
+StreamRow run_stream(rapidqa::QAEngine& engine, const std::vector<std::string>& stream,
+                     const std::map<std::string, std::string>& truth, const std::string& tenant,
+                     std::optional<float> threshold) {
+  StreamRow row;
+  rapidqa::AskOptions ask;
+  ask.tenant = "stream-" + tenant;
+  ask.semantic_threshold = threshold;
+  for (const std::string& question : stream) {
+    auto answer = engine.ask(question, ask);
+    if (!answer) continue;
+    ++row.decisions;
+    if (answer->tier != rapidqa::AnswerTier::kSemanticCache) continue;
+    ++row.hits;
+    row.false_hits += answer->entry_id() != truth.at(question);
+  }
+  return row;
+}
+
+// The best hit rate a fixed threshold reached on the stream without more
+// false hits (as a share of decisions) than `row`.
+double best_fixed_hit_rate(const std::vector<StreamRow>& rows, const StreamRow& row) {
+  double best = 0;
+  for (const StreamRow& r : rows) {
+    if (r.target >= 0 || r.decisions == 0) continue;
+    if (r.false_hits * row.decisions <= row.false_hits * r.decisions) {
+      best = std::max(best, double(r.hits - r.false_hits) / double(r.decisions));
+    }
+  }
+  return best;
+}
+
+// One question's retrieval, for the abstention curves.
+struct Judged {
+  bool answered;  // past min_answer_score (the confidence threshold is applied by the curve)
+  bool right;     // the best entry is the expected one
+  float confidence, score;
+};
+Judged judged(const rapidqa::Answer& a, bool right) {
+  // A fallback for too short a question is an abstention at any threshold.
+  const bool answered = a.tier != rapidqa::AnswerTier::kFallback;
+  return {answered, right, a.confidence, a.score};
+}
+
+// In-domain accuracy (right answers over all in-domain questions), the
+// share answered, and the out-of-domain fallback rate, at one threshold of
+// the confidence (or of the cosine).
+struct AbstentionPoint {
+  float threshold;
+  double accuracy, answered, ood_fallback;
+};
+AbstentionPoint abstention_at(float threshold, bool by_cosine, const std::vector<Judged>& in_domain,
+                              const std::vector<Judged>& out_of_domain) {
+  const auto passes = [&](const Judged& j) {
+    // An uncalibrated confidence (-1) is no evidence either way: the
+    // cosine threshold alone decides, as in the engine.
+    return j.answered && (by_cosine ? j.score >= threshold : (j.confidence < 0 || j.confidence >= threshold));
+  };
+  AbstentionPoint p{threshold, 0, 0, 0};
+  for (const Judged& j : in_domain) {
+    p.answered += passes(j);
+    p.accuracy += passes(j) && j.right;
+  }
+  for (const Judged& j : out_of_domain) p.ood_fallback += !passes(j);
+  p.accuracy /= std::max<double>(1, in_domain.size());
+  p.answered /= std::max<double>(1, in_domain.size());
+  p.ood_fallback /= std::max<double>(1, out_of_domain.size());
+  return p;
+}
+
 void progress(const char* what, std::size_t done, std::size_t total) {
   if (done % 500 == 0 || done == total) std::fprintf(stderr, "%s: %zu/%zu\n", what, done, total);
 }
@@ -194,31 +332,48 @@ int tool_main(int argc, char** argv) {
   std::vector<std::pair<std::string, std::string>> queries, negpairs;
   if (!read_pairs(options.queries, options.limit, queries)) return 1;
   if (!options.negpairs.empty() && !read_pairs(options.negpairs, options.limit, negpairs)) return 1;
+  std::vector<std::pair<std::string, std::string>> ood_queries;
+  if (!options.ood_queries.empty() && !read_pairs(options.ood_queries, options.limit, ood_queries)) return 1;
 
-  rapidqa::EngineOptions engine_options;
-  if (const int rc = options.encoder.make("rapidqa-eval", engine_options.encoder); rc != 0) return rc;
-  engine_options.retrieval.fusion = options.fusion;
   if (options.word_dictionary == "auto") {
     struct stat info {};
     options.word_dictionary = ::stat(kDebianWordList, &info) == 0 ? kDebianWordList : "none";
   }
-  if (options.word_dictionary != "none") engine_options.retrieval.word_dictionary = options.word_dictionary;
-  engine_options.top_k = 10;
-  const float default_threshold = engine_options.semantic_cache.similarity_threshold;
+  const float default_threshold = rapidqa::SemanticCacheOptions{}.similarity_threshold;
   if (options.thresholds.empty()) options.thresholds.push_back(default_threshold);
-  auto engine = rapidqa::QAEngine::create(std::move(engine_options));
-  if (!engine) {
-    std::fprintf(stderr, "rapidqa-eval: %s\n", engine.status().to_string().c_str());
-    return 1;
-  }
-  const auto load_started = std::chrono::steady_clock::now();
-  auto loaded = (*engine)->load_knowledge(options.kb);
-  if (!loaded) {
-    std::fprintf(stderr, "rapidqa-eval: %s\n", loaded.status().to_string().c_str());
-    return 1;
-  }
-  const double load_seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - load_started).count();
+  // An engine loaded with the knowledge base; target: the error-bound
+  // mode's target error rate.
+  double load_seconds = 0;
+  rapidqa::KnowledgeLoadReport report;
+  const auto make_engine = [&](std::optional<float> target) -> std::unique_ptr<rapidqa::QAEngine> {
+    rapidqa::EngineOptions engine_options;
+    if (options.encoder.make("rapidqa-eval", engine_options.encoder) != 0) return nullptr;
+    engine_options.retrieval.fusion = options.fusion;
+    if (options.word_dictionary != "none") engine_options.retrieval.word_dictionary = options.word_dictionary;
+    engine_options.top_k = 10;
+    engine_options.semantic_cache.target_error_rate = target;
+    // Every question reaches the semantic tier: no exact tier answers first.
+    engine_options.enable_result_cache = false;
+    engine_options.enable_knowledge_cache = false;
+    auto engine = rapidqa::QAEngine::create(std::move(engine_options));
+    if (!engine) {
+      std::fprintf(stderr, "rapidqa-eval: %s\n", engine.status().to_string().c_str());
+      return nullptr;
+    }
+    const auto load_started = std::chrono::steady_clock::now();
+    auto loaded = (*engine)->load_knowledge(options.kb);
+    if (!loaded) {
+      std::fprintf(stderr, "rapidqa-eval: %s\n", loaded.status().to_string().c_str());
+      return nullptr;
+    }
+    load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - load_started).count();
+    report = std::move(loaded).value();
+    return std::move(engine).value();
+  };
+  auto engine_holder = make_engine(std::nullopt);
+  if (!engine_holder) return 1;
+  auto* engine = &engine_holder;
+  const rapidqa::KnowledgeLoadReport* loaded = &report;
   std::fprintf(stderr, "loaded %zu entries (%zu phrasings) in %.1f s; encoder %s; fusion %s; words %s\n",
                loaded->entries, loaded->phrasings, load_seconds, (*engine)->encoder().name().c_str(),
                options.fusion == rapidqa::RetrievalFusion::kFitted      ? "fitted"
@@ -231,6 +386,7 @@ int tool_main(int argc, char** argv) {
   std::size_t top1 = 0, top3 = 0, fallbacks = 0, failed = 0;
   double reciprocal_ranks = 0;
   std::vector<double> latencies_us;
+  std::vector<Judged> in_domain, out_of_domain;
   rapidqa::AskOptions uncached;
   uncached.use_cache = false;
   std::ofstream answers_out;
@@ -250,6 +406,7 @@ int tool_main(int argc, char** argv) {
       ++failed;  // an empty or oversize question: counted, and as wrong
     } else {
       fallbacks += answer->tier == rapidqa::AnswerTier::kFallback;
+      in_domain.push_back(judged(*answer, answer->entry_id() == expected));
       for (std::size_t r = 0; r < answer->matches.size(); ++r) {
         if (answer->matches[r].entry_id != expected) continue;
         top1 += r == 0;
@@ -262,6 +419,7 @@ int tool_main(int argc, char** argv) {
       nlohmann::json line = {{"question", question}, {"expected", expected}};
       if (answer) {
         line["tier"] = rapidqa::answer_tier_name(answer->tier);
+        line["confidence"] = answer->confidence;
         for (const auto& m : answer->matches) line["matches"].push_back({{"entry_id", m.entry_id}, {"score", m.score}});
       } else {
         line["error"] = answer.status().to_string();
@@ -271,6 +429,11 @@ int tool_main(int argc, char** argv) {
     progress("retrieval", i + 1, queries.size());
   }
   const double n = static_cast<double>(queries.size());
+  for (std::size_t i = 0; i < ood_queries.size(); ++i) {
+    auto answer = (*engine)->ask(ood_queries[i].first, uncached);
+    if (answer) out_of_domain.push_back(judged(*answer, false));
+    progress("out-of-domain", i + 1, ood_queries.size());
+  }
 
   // The semantic cache, per threshold: paraphrases after their entry's first
   // phrasing, and labelled non-paraphrases after their partner.
@@ -304,6 +467,38 @@ int tool_main(int argc, char** argv) {
     cache_rows.push_back(row);
   }
 
+  // The stream: every question in one namespace, as a service sees them.
+  std::vector<StreamRow> stream_rows;
+  std::size_t stream_decisions = 0;
+  if (!options.targets.empty()) {
+    const std::vector<std::string> stream = build_stream(**engine, queries, negpairs);
+    stream_decisions = stream.size();
+    // What full retrieval answers for each question: the truth a hit is
+    // judged by.
+    std::map<std::string, std::string> truth;
+    for (std::size_t i = 0; i < stream.size(); ++i) {
+      auto answer = (*engine)->ask(stream[i], uncached);
+      truth[stream[i]] = answer && answer->tier == rapidqa::AnswerTier::kKnowledge ? answer->entry_id() : "";
+      progress("stream truth", i + 1, stream.size());
+    }
+    if (options.stream_thresholds.empty()) options.stream_thresholds = {0.80f, 0.84f, 0.88f, 0.90f, 0.92f, 0.94f, 0.96f, 0.98f};
+    for (const float t : options.stream_thresholds) {
+      stream_rows.push_back(run_stream(**engine, stream, truth, fmt::format("fixed-{}", t), t));
+      stream_rows.back().threshold = t;
+      progress("fixed thresholds", stream_rows.size(), options.stream_thresholds.size());
+    }
+    for (const float target : options.targets) {
+      auto bounded = make_engine(target);
+      if (!bounded) return 1;
+      stream_rows.push_back(run_stream(*bounded, stream, truth, "error-bound", std::nullopt));
+      stream_rows.back().target = target;
+      const auto caches = bounded->metrics().caches;
+      stream_rows.back().verifications = caches.semantic_verifications;
+      stream_rows.back().outcomes = caches.semantic_outcomes;
+      std::fprintf(stderr, "error-bound target %.3f: done\n", target);
+    }
+  }
+
   nlohmann::json out;
   out["knowledge_base"] = {{"entries", loaded->entries},
                            {"phrasings", loaded->phrasings},
@@ -327,6 +522,49 @@ int tool_main(int argc, char** argv) {
                                      {"false_hit_rate", row.pairs ? double(row.false_hits) / double(row.pairs) : 0.0},
                                      {"false_hit_rate_95", {low, high}}});
   }
+  constexpr float kConfidenceSteps[] = {0.0f, 0.1f, 0.2f, 0.3f, 0.4f, 0.5f, 0.6f, 0.7f, 0.8f, 0.9f, 0.95f};
+  constexpr float kCosineSteps[] = {0.35f, 0.4f, 0.45f, 0.5f, 0.55f, 0.6f, 0.65f, 0.7f, 0.75f, 0.8f, 0.85f, 0.9f};
+  std::vector<AbstentionPoint> by_confidence, by_cosine;
+  if (!out_of_domain.empty()) {
+    for (const float t : kConfidenceSteps) by_confidence.push_back(abstention_at(t, false, in_domain, out_of_domain));
+    for (const float t : kCosineSteps) by_cosine.push_back(abstention_at(t, true, in_domain, out_of_domain));
+    const auto rows = [](const std::vector<AbstentionPoint>& points) {
+      nlohmann::json out = nlohmann::json::array();
+      for (const auto& p : points) {
+        out.push_back({{"threshold", p.threshold},
+                       {"in_domain_accuracy", p.accuracy},
+                       {"in_domain_answered", p.answered},
+                       {"out_of_domain_fallback", p.ood_fallback}});
+      }
+      return out;
+    };
+    out["abstention"] = {{"out_of_domain_questions", out_of_domain.size()},
+                         {"by_confidence", rows(by_confidence)},
+                         {"by_cosine", rows(by_cosine)}};
+  }
+  if (!stream_rows.empty()) {
+    nlohmann::json rows = nlohmann::json::array();
+    for (const StreamRow& r : stream_rows) {
+      const auto [low, high] = wilson(r.false_hits, r.decisions);
+      nlohmann::json row = {{"mode", r.target < 0 ? "fixed" : "error-bound"},
+                            {"decisions", r.decisions},
+                            {"hits", r.hits},
+                            {"false_hits", r.false_hits},
+                            {"hit_rate", r.decisions ? double(r.hits - r.false_hits) / double(r.decisions) : 0.0},
+                            {"false_hit_rate", r.decisions ? double(r.false_hits) / double(r.decisions) : 0.0},
+                            {"false_hit_rate_95", {low, high}}};
+      if (r.target < 0) {
+        row["threshold"] = r.threshold;
+      } else {
+        row["target"] = r.target;
+        row["verifications"] = r.verifications;
+        row["outcomes"] = r.outcomes;
+        row["best_fixed_hit_rate_at_or_under"] = best_fixed_hit_rate(stream_rows, r);
+      }
+      rows.push_back(row);
+    }
+    out["semantic_stream"] = {{"decisions", stream_decisions}, {"rows", rows}};
+  }
   if (options.json) {
     std::puts(rapidqa::tools::json_line(out).c_str());
     return 0;
@@ -343,9 +581,35 @@ int tool_main(int argc, char** argv) {
                 row.paraphrases ? double(row.hits) / double(row.paraphrases) : 0.0, row.paraphrases,
                 row.pairs ? double(row.false_hits) / double(row.pairs) : 0.0, row.pairs, low, high);
   }
+  if (!stream_rows.empty()) {
+    std::printf("semantic cache on a stream of %zu questions in one namespace (a hit is right when full retrieval\n"
+                "names the same entry; rates over all decisions):\n"
+                "  mode                    hit rate  false-hit rate [95%%]       best fixed at that false-hit rate\n",
+                stream_decisions);
+    for (const StreamRow& r : stream_rows) {
+      const auto [low, high] = wilson(r.false_hits, r.decisions);
+      const double right = r.decisions ? double(r.hits - r.false_hits) / double(r.decisions) : 0.0;
+      const double wrong = r.decisions ? double(r.false_hits) / double(r.decisions) : 0.0;
+      const std::string mode =
+          r.target < 0 ? fmt::format("fixed {:.2f}", r.threshold) : fmt::format("error-bound {:.3f}", r.target);
+      const std::string best = r.target < 0 ? "" : fmt::format("{:.3f}", best_fixed_hit_rate(stream_rows, r));
+      std::printf("  %-22s  %8.3f  %6.4f [%.4f, %.4f]  %s\n", mode.c_str(), right, wrong, low, high, best.c_str());
+    }
+  }
+  if (!out_of_domain.empty()) {
+    const auto print = [](const char* what, const std::vector<AbstentionPoint>& points) {
+      std::printf("abstention by %s:\n  threshold  in-domain accuracy  answered  out-of-domain fallback\n", what);
+      for (const auto& p : points) {
+        std::printf("  %9.2f  %18.3f  %8.3f  %22.3f\n", p.threshold, p.accuracy, p.answered, p.ood_fallback);
+      }
+    };
+    print("calibrated confidence", by_confidence);
+    print("cosine (min_answer_score)", by_cosine);
+  }
   return 0;
 }
 
 int main(int argc, char** argv) {
   return rapidqa::tools::run_tool("rapidqa-eval", [&] { return tool_main(argc, argv); });
 }
+

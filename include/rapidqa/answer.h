@@ -69,6 +69,16 @@ struct ExtractedSpan {
 struct Answer {
   std::string text;                // the answer; the fallback text for kFallback
   float score = 0.0f;              // similarity of the best match (0 for fallback with no match)
+  // The calibrated probability that the best match answers the question,
+  // learned from the knowledge base's own phrasings (comparable across
+  // knowledge bases and encoders, unlike score; see
+  // EngineOptions::min_answer_confidence). 1 when the question repeats a
+  // stored phrasing; -1 when not known (no calibration, a cached answer
+  // from an older version, the degraded lexical path).
+  float confidence = -1.0f;
+  // Why the fallback was given (tier kFallback): too little to match, no
+  // entry close enough, confidence too low. Empty otherwise.
+  std::string fallback_reason;
   std::vector<EntryMatch> matches; // the entries that matched, best first (may be empty)
   AnswerTier tier = AnswerTier::kFallback;
   bool degraded = false;           // true when a cheaper path was taken to meet a limit
@@ -81,6 +91,12 @@ struct Answer {
   // threshold; and why a close question was refused as a near miss.
   float nearest_cached_similarity = -1;
   std::string near_miss_reason;
+  // The similarity that nearest cached question needed (-1: not looked up),
+  // and the semantic tier's decision in words: hit or miss, the similarity
+  // against that threshold, and where the threshold came from (fixed, or
+  // learned to an error bound; see SemanticCacheOptions::target_error_rate).
+  float cache_threshold = -1;
+  std::string cache_decision;
 
   // The best entry's id, or "" when nothing matched.
   const std::string& entry_id() const {

@@ -69,6 +69,13 @@ struct CacheTierTotals {
   std::uint64_t expirations = 0;   // answers dropped because their TTL passed
   std::uint64_t invalidations = 0; // answers dropped because their knowledge changed
   std::uint64_t displacements = 0; // answers dropped because an added or changed entry answers better
+  // The semantic tier's error-bound mode (SemanticCacheOptions::
+  // target_error_rate): cached answers checked against full retrieval, how
+  // many named another entry, and would-be hits answered by retrieval to
+  // check them.
+  std::uint64_t semantic_outcomes = 0;
+  std::uint64_t semantic_wrong_outcomes = 0;
+  std::uint64_t semantic_verifications = 0;
   std::size_t entries = 0;         // answers held now
   std::size_t bytes = 0;           // estimated bytes held now
 };

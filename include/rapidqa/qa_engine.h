@@ -126,6 +126,17 @@ struct EngineOptions {
   // phrasings (see retrieval_options.h).
   RetrievalOptions retrieval;
   float min_answer_score = 0.35f;          // best-match cosine below this gives the fallback answer
+  // Best-match calibrated confidence (Answer::confidence) below this gives
+  // the fallback answer, in [0, 1]; 0 turns the check off. Calibrated per
+  // knowledge base, so one value means the same for every base and
+  // encoder: 0.5 refuses what is likelier absent from the base than there.
+  // Where no calibration could be fitted (no entry has two phrasings) only
+  // min_answer_score applies.
+  float min_answer_confidence = 0.0f;
+  // A question with fewer letters and digits than this (any script; one
+  // CJK character is one letter) has too little to match: it gets the
+  // fallback answer with a reason, without retrieval. At least 1.
+  std::size_t min_question_characters = 2;
   std::string fallback_answer = "Sorry, I don't have an answer to that question yet.";
   std::size_t top_k = 3;                   // matches reported in Answer::matches
 
@@ -175,6 +186,7 @@ struct AskOptions {
   // cache tiers (its answer is not what other askers would get).
   std::optional<std::size_t> top_k;        // override EngineOptions::top_k
   std::optional<float> min_answer_score;   // override EngineOptions::min_answer_score
+  std::optional<float> min_answer_confidence;  // override EngineOptions::min_answer_confidence
   // The request's time budget from the call; 0 = the engine's
   // degradation.default_timeout. Near it the engine degrades rather than
   // waits: the ask returns by then (give or take the lexical path's

@@ -50,6 +50,17 @@ struct SemanticCacheOptions {
   int hnsw_neighbors = 32;                      // graph degree (M), >= 2
   int hnsw_build_breadth = 80;                  // candidates kept while inserting (efConstruction), >= 1
   int hnsw_search_breadth = 64;                 // candidates kept while searching (efSearch), >= 1
+  // Error-bound hit decisions: when set, in (0, 0.5], each cached question
+  // gets its own threshold, learned from verified outcomes so that at most
+  // this share of hits name a different entry than full retrieval would
+  // (one-sided 95% bound; see docs/answer-quality.md). Every miss is such
+  // an outcome, compared by the engine after its retrieval; a would-be hit
+  // is verified the same way with probability verification_rate (and
+  // answered by retrieval then). similarity_threshold is where a namespace
+  // starts, before outcomes accumulate. A tenant's or a request's own
+  // threshold overrides this mode for its lookups.
+  std::optional<float> target_error_rate;
+  float verification_rate = 0.05f;              // in (0, 1]
   std::shared_ptr<Clock> clock;                 // time source; null = steady clock
   // A secret that authenticates snapshots (HMAC-SHA256): when set, saved
   // snapshots carry a MAC and load_snapshot refuses any file without a
@@ -64,10 +75,26 @@ struct SemanticQuery {
   std::optional<float> similarity_threshold; // overrides the cache's threshold for this lookup
 };
 
+// A cached answer to check against full retrieval (error-bound mode):
+// give it to SemanticCache::record_outcome with what retrieval answered.
+struct HitObservation {
+  std::string tenant;
+  std::int64_t cached = -1;  // the cached question
+  float similarity = 0;
+  float lead = 0;            // similarity less the next cached question's
+  std::string entry_id;      // the entry its answer names
+  double weight = 1;         // 1 / the probability this outcome was asked for
+};
+
 struct SemanticLookup {
   std::optional<Answer> answer;   // set on a hit
   float nearest_similarity = -1;  // best similarity seen, hit or not (-1: nothing cached in the namespace)
   std::string refused_reason;     // why a close enough question was refused ("negation", "open/close"), or ""
+  float threshold = -1;           // what the nearest cached question needed (-1: nothing cached)
+  std::string decision;           // the decision in words: similarity, threshold, why
+  // Error-bound mode: the outcome to record once retrieval has answered
+  // (after a miss, or a would-be hit chosen for verification).
+  std::optional<HitObservation> observation;
 };
 
 // A group of similar cached questions: what users keep asking.
@@ -87,6 +114,11 @@ struct SemanticCacheStats {
   std::uint64_t displacements = 0;       // answers dropped because an added entry now answers better
   std::size_t size = 0;                  // entries held now
   std::size_t bytes = 0;                 // estimated bytes held now
+  // Error-bound mode: outcomes recorded, how many named another entry, and
+  // the would-be hits answered by retrieval to check them.
+  std::uint64_t outcomes = 0;
+  std::uint64_t wrong_outcomes = 0;
+  std::uint64_t verifications = 0;
 };
 
 // A cached question, as reported by SemanticCache::displace: the same
@@ -117,6 +149,11 @@ class RAPIDQA_EXPORT SemanticCache {
   // non-finite score): such an entry would hit every question or none.
   void insert(const float* vector, const std::string& question, Answer answer, const std::string& tenant = "",
               std::chrono::milliseconds ttl = std::chrono::milliseconds(0));
+
+  // Error-bound mode: what full retrieval answered for a lookup's question
+  // (the entry id, "" for the fallback), for the observation the lookup
+  // asked for. Right when it names the cached answer's entry.
+  void record_outcome(const HitObservation& observation, const std::string& retrieved_entry_id);
 
   // Sets (or with nullopt removes) a namespace's own similarity threshold.
   // kInvalidArgument for a threshold outside (0, 1].

@@ -105,7 +105,7 @@ const std::string& CachedAnswer::empty_text() {
 std::size_t CachedAnswer::bytes() const {
   const Answer& a = metadata_;
   std::size_t bytes = sizeof(CachedAnswer) + text().capacity() + a.degraded_reason.capacity() +
-                      a.near_miss_reason.capacity() + a.matches.capacity() * sizeof(EntryMatch);
+                      a.near_miss_reason.capacity() + a.fallback_reason.capacity() + a.cache_decision.capacity() + a.matches.capacity() * sizeof(EntryMatch);
   for (const auto& m : a.matches) bytes += m.entry_id.capacity();
   if (a.extracted) bytes += a.extracted->entry_id.capacity();
   return bytes;

@@ -12,6 +12,7 @@
 
 #include "cache/answer_provenance.h"
 #include "cache/cached_answer.h"
+#include "cache/hit_decision.h"
 #include "cache/near_miss_guard.h"
 #include "cache/snapshot_codec.h"
 #include "cache/tier_store.h"
@@ -32,6 +33,19 @@ struct CachedEntry {
 
 using Store = cache::TierStore<std::int64_t, CachedEntry>;
 
+// The outcome a lookup asks the engine to record for a cached question.
+HitObservation observation_of(const std::string& tenant, std::int64_t label, const Store::Item& item, float similarity,
+                              float lead, double weight) {
+  HitObservation o;
+  o.tenant = tenant;
+  o.cached = label;
+  o.similarity = similarity;
+  o.lead = lead;
+  o.entry_id = item.value.answer.metadata().entry_id();
+  o.weight = weight;
+  return o;
+}
+
 // Similarity at which a new question counts as the same cached question.
 constexpr float kSameQuestionSimilarity = 0.999f;
 // Bounds of what a snapshot may hold (the engine refuses longer tenants and
@@ -41,6 +55,15 @@ constexpr std::size_t kMaxCachedQuestionBytes = 1 << 20;
 // Nearest neighbours inspected per lookup, so a few expired entries at the
 // top do not hide a live one just behind them.
 constexpr std::size_t kLookupNeighbors = 4;
+
+// splitmix64: the verification draw of the n-th lookup, so a run is
+// repeatable and lookups need no shared generator.
+std::uint64_t mix(std::uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
 
 Status check_threshold(float threshold, const std::string& what) {
   if (threshold > 0.0f && threshold <= 1.0f) return Status::ok();
@@ -88,7 +111,12 @@ struct SemanticCache::Impl {
   std::map<std::string, index::VectorIndex> indexes;  // guarded by mu; one per namespace
   Store store;                                        // guarded by mu (hits recorded under the shared lock)
   std::int64_t next_label = 0;                        // guarded by mu
-  mutable std::atomic<std::uint64_t> hits{0}, misses{0}, refusals{0};
+  mutable std::atomic<std::uint64_t> hits{0}, misses{0}, refusals{0}, draws{0}, verifications{0};
+  std::atomic<std::uint64_t> outcomes{0}, wrong_outcomes{0};
+  // Error-bound mode: one learner per namespace. Taken after mu, never
+  // before it.
+  mutable std::mutex learn_mu;
+  std::map<std::string, cache::ErrorBoundLearner> learners;  // guarded by learn_mu
   std::atomic<std::uint64_t> invalidations{0}, displacements{0};
 
   index::VectorIndex& index_for(const std::string& tenant) {  // needs mu held exclusively
@@ -103,6 +131,11 @@ struct SemanticCache::Impl {
 
   // Takes a label out of its namespace's index; the store item goes separately.
   void unindex(const Store::Item& item) {  // needs mu held exclusively
+    if (options.target_error_rate) {
+      std::lock_guard<std::mutex> learning(learn_mu);
+      const auto learner = learners.find(item.value.tenant);
+      if (learner != learners.end()) learner->second.forget(item.key);
+    }
     const auto it = indexes.find(item.value.tenant);
     if (it == indexes.end()) return;
     it->second.remove(item.key);
@@ -155,6 +188,12 @@ struct SemanticCache::Impl {
     const auto it = options.tenant_thresholds.find(query.tenant);
     return it == options.tenant_thresholds.end() ? options.similarity_threshold : it->second;
   }
+
+  // Whether a lookup decides by learned thresholds: error-bound mode, with
+  // no threshold of the request's or the tenant's own.
+  bool learns_for(const SemanticQuery& query) const {  // needs mu held (shared is enough)
+    return options.target_error_rate && !query.similarity_threshold && !options.tenant_thresholds.count(query.tenant);
+  }
 };
 
 Result<std::unique_ptr<SemanticCache>> SemanticCache::create(SemanticCacheOptions options) {
@@ -163,6 +202,14 @@ Result<std::unique_ptr<SemanticCache>> SemanticCache::create(SemanticCacheOption
     return Status::invalid_argument(fmt::format(
         "semantic cache: HNSW parameters M {}, efConstruction {}, efSearch {} must be at least 2, 1 and 1",
         options.hnsw_neighbors, options.hnsw_build_breadth, options.hnsw_search_breadth));
+  }
+  if (options.target_error_rate && !(*options.target_error_rate > 0.0f && *options.target_error_rate <= 0.5f)) {
+    return Status::invalid_argument(
+        fmt::format("semantic cache: target_error_rate {} is outside (0, 0.5]", *options.target_error_rate));
+  }
+  if (!(options.verification_rate > 0.0f && options.verification_rate <= 1.0f)) {
+    return Status::invalid_argument(
+        fmt::format("semantic cache: verification_rate {} is outside (0, 1]", options.verification_rate));
   }
   Status valid = check_threshold(options.similarity_threshold, "similarity_threshold");
   for (const auto& [tenant, threshold] : options.tenant_thresholds) {
@@ -193,30 +240,101 @@ SemanticLookup SemanticCache::lookup(const float* vector, const std::string& que
   }
   const auto now = impl_->options.clock->now();
   std::shared_lock<std::shared_mutex> lock(impl_->mu);
-  const float threshold = impl_->threshold_for(query);
+  const float fixed_threshold = impl_->threshold_for(query);
+  const bool learning = impl_->learns_for(query);
   const auto index = impl_->indexes.find(query.tenant);
+  // The live neighbours, best first (a few expired entries at the top must
+  // not hide a live one just behind them).
+  std::vector<std::pair<const Store::Item*, index::Neighbor>> live;
   if (index != impl_->indexes.end()) {
     for (const auto& n : index->second.search(vector, kLookupNeighbors)) {
       const Store::Item* item = impl_->store.find(n.label);
-      if (!item) continue;
-      if (!Store::live(*item, now)) continue;  // reclaimed (and counted) by a later insert
-      if (result.nearest_similarity < n.similarity) result.nearest_similarity = n.similarity;
-      if (n.similarity < threshold) break;  // neighbours come best first
-      std::string conflict = impl_->guard.conflict(item->value.question, question);
-      if (!conflict.empty()) {
-        // A question that asks the opposite is no answer; a farther
-        // neighbour may still be the same question in other words.
-        if (result.refused_reason.empty()) result.refused_reason = std::move(conflict);
-        continue;
+      if (item && Store::live(*item, now)) live.emplace_back(item, n);  // expired: reclaimed by a later insert
+    }
+  }
+  if (!live.empty()) result.nearest_similarity = live.front().second.similarity;
+  for (std::size_t i = 0; i < live.size(); ++i) {
+    const Store::Item& item = *live[i].first;
+    const index::Neighbor& n = live[i].second;
+    // How far this cached question stands ahead of the next one.
+    const float lead = n.similarity - (i + 1 < live.size() ? live[i + 1].second.similarity : 0.0f);
+    std::string why = "the fixed threshold";
+    float threshold = fixed_threshold;
+    if (learning) {
+      std::lock_guard<std::mutex> learn(impl_->learn_mu);
+      const auto learner = impl_->learners.find(query.tenant);
+      if (learner == impl_->learners.end()) {
+        threshold = impl_->options.similarity_threshold;
+        why = "the starting threshold, while outcomes are gathered";
+      } else {
+        threshold = learner->second.threshold_for(n.label, lead, &why);
       }
-      impl_->store.record_hit(*item, now);
-      result.answer = item->value.answer.answer();
+    }
+    if (result.threshold < 0) result.threshold = threshold;
+    if (n.similarity < threshold) {
+      if (result.decision.empty()) {
+        result.decision = fmt::format("miss: similarity {:.3f} under {:.3f} ({})", n.similarity, threshold, why);
+        if (learning) result.observation = observation_of(query.tenant, n.label, item, n.similarity, lead, 1.0);
+      }
+      // Neighbours come best first: under a fixed threshold none further
+      // can pass. Under learned ones a farther neighbour's could be lower,
+      // but the outcomes measure the nearest question's answer, not a
+      // farther one's: the nearest decides.
       break;
     }
+    std::string conflict = impl_->guard.conflict(item.value.question, question);
+    if (!conflict.empty()) {
+      // A question that asks the opposite is no answer; a farther
+      // neighbour may still be the same question in other words.
+      if (result.refused_reason.empty()) result.refused_reason = conflict;
+      if (result.decision.empty()) {
+        result.decision = fmt::format("miss: a near miss ({}) at similarity {:.3f}", conflict, n.similarity);
+      }
+      continue;
+    }
+    const std::string verdict = fmt::format("similarity {:.3f} at or above {:.3f} ({})", n.similarity, threshold, why);
+    result.threshold = threshold;
+    if (learning) {
+      const double rate = impl_->options.verification_rate;
+      const std::uint64_t draw = mix(impl_->draws.fetch_add(1, std::memory_order_relaxed));
+      if (static_cast<double>(draw >> 11) * 0x1.0p-53 < rate) {
+        // Answered by retrieval this time, to check the cached answer.
+        result.observation = observation_of(query.tenant, n.label, item, n.similarity, lead, 1.0 / rate);
+        result.decision = "verifying a would-be hit by retrieval: " + verdict;
+        impl_->verifications.fetch_add(1, std::memory_order_relaxed);
+        break;
+      }
+      result.observation.reset();  // a hit: nothing to compare with
+    }
+    impl_->store.record_hit(item, now);
+    result.answer = item.value.answer.answer();
+    result.decision = "hit: " + verdict;
+    break;
   }
   if (!result.refused_reason.empty() && !result.answer) impl_->refusals.fetch_add(1, std::memory_order_relaxed);
   (result.answer ? impl_->hits : impl_->misses).fetch_add(1, std::memory_order_relaxed);
+  if (result.answer) {
+    result.answer->nearest_cached_similarity = result.nearest_similarity;
+    result.answer->cache_threshold = result.threshold;
+    result.answer->cache_decision = result.decision;
+  }
   return result;
+}
+
+void SemanticCache::record_outcome(const HitObservation& observation, const std::string& retrieved_entry_id) {
+  if (!impl_->options.target_error_rate) return;
+  const bool right = !retrieved_entry_id.empty() && retrieved_entry_id == observation.entry_id;
+  impl_->outcomes.fetch_add(1, std::memory_order_relaxed);
+  if (!right) impl_->wrong_outcomes.fetch_add(1, std::memory_order_relaxed);
+  std::lock_guard<std::mutex> learn(impl_->learn_mu);
+  auto learner = impl_->learners.find(observation.tenant);
+  if (learner == impl_->learners.end()) {
+    learner = impl_->learners
+                  .emplace(observation.tenant, cache::ErrorBoundLearner(*impl_->options.target_error_rate,
+                                                                        impl_->options.similarity_threshold))
+                  .first;
+  }
+  learner->second.record(observation.cached, observation.similarity, observation.lead, right, observation.weight);
 }
 
 void SemanticCache::insert(const float* vector, const std::string& question, Answer answer, const std::string& tenant,
@@ -453,6 +571,8 @@ void SemanticCache::clear() {
   std::unique_lock<std::shared_mutex> lock(impl_->mu);
   impl_->indexes.clear();
   impl_->store.clear();
+  std::lock_guard<std::mutex> learn(impl_->learn_mu);
+  impl_->learners.clear();
 }
 
 std::size_t SemanticCache::dimension() const { return impl_->options.dimension; }
@@ -464,6 +584,9 @@ SemanticCacheStats SemanticCache::stats() const {
   s.invalidations = impl_->invalidations.load(std::memory_order_relaxed);
   s.near_miss_refusals = impl_->refusals.load(std::memory_order_relaxed);
   s.displacements = impl_->displacements.load(std::memory_order_relaxed);
+  s.outcomes = impl_->outcomes.load(std::memory_order_relaxed);
+  s.wrong_outcomes = impl_->wrong_outcomes.load(std::memory_order_relaxed);
+  s.verifications = impl_->verifications.load(std::memory_order_relaxed);
   std::shared_lock<std::shared_mutex> lock(impl_->mu);
   s.expirations = impl_->store.expirations();
   s.evictions = impl_->store.evictions();

@@ -57,6 +57,7 @@ nlohmann::json answer_to_json(const Answer& a) {
                       {"score", a.extracted->score}, {"probability", a.extracted->probability}};
   }
   if (a.generated) j["generated"] = true;
+  if (a.confidence >= 0) j["confidence"] = a.confidence;
   return j;
 }
 
@@ -75,6 +76,8 @@ Answer answer_from_json(const nlohmann::json& j) {
                                 e.at("probability").get<float>()};
   }
   if (j.contains("generated")) a.generated = j.at("generated").get<bool>();
+  // Older snapshots have none: unknown.
+  if (j.contains("confidence")) a.confidence = j.at("confidence").get<float>();
   return a;
 }
 
@@ -86,6 +89,9 @@ std::string cached_answer_problem(const Answer& a) {
   if (a.tier == AnswerTier::kFallback) return "a fallback answer (fallbacks are never cached)";
   if (!std::isfinite(a.score)) return fmt::format("answer score {} is not finite", a.score);
   if (a.matches.empty()) return "answer has no matches (no entry it was built from)";
+  if (!(a.confidence == -1.0f || (a.confidence >= 0.0f && a.confidence <= 1.0f))) {
+    return fmt::format("answer confidence {} is neither -1 nor in [0, 1]", a.confidence);
+  }
   for (std::size_t i = 0; i < a.matches.size(); ++i) {
     const EntryMatch& m = a.matches[i];
     if (m.entry_id.empty()) return fmt::format("match {} has an empty entry id", i);

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "engine/options_validation.h"
+#include "text/utf8.h"
 
 namespace rapidqa::engine {
 namespace {
@@ -55,11 +56,15 @@ struct AskPipeline::Request {
   std::shared_lock<std::shared_mutex> knowledge_lock;
   std::size_t top_k = 0;
   float min_score = 0;
+  float min_confidence = 0;
   std::optional<Clock::time_point> deadline;
   std::vector<float> vector;
   bool streamed = false;       // on_token has been given generated text
   float nearest_cached = -1;   // the semantic tier's nearest question
   std::string near_miss;       // why the semantic tier refused a close question
+  float cache_threshold = -1;  // what that question needed
+  std::string cache_decision;  // the semantic tier's decision, in words
+  std::optional<HitObservation> observation;  // to check against this request's retrieval
 };
 
 Status AskPipeline::fail(Status why) {
@@ -88,11 +93,13 @@ Result<Answer> AskPipeline::ask(std::string_view question, const AskOptions& opt
   if (!normalized) return fail(normalized.status());
   // Cache keys carry the tenant, so tenants never share an entry.
   request.key = CacheKey(options.tenant, std::move(normalized).value());
+  if (auto too_short = refuse_too_short(request)) return finish(request, std::move(*too_short));
 
   if (auto hit = lookup_exact_tiers(request)) return finish(request, std::move(*hit));
 
   request.top_k = options.top_k.value_or(engine.top_k);
   request.min_score = options.min_answer_score.value_or(engine.min_answer_score);
+  request.min_confidence = options.min_answer_confidence.value_or(engine.min_answer_confidence);
   const auto timeout = std::min<std::chrono::milliseconds>(
       options.timeout.count() > 0 ? options.timeout : engine.degradation.default_timeout, kMaxTimeout);
   if (timeout.count() > 0) request.deadline = request.clock_started + timeout;
@@ -120,6 +127,20 @@ std::optional<Answer> AskPipeline::ask_cached(std::string_view question, const A
   request.timer.finish(Stage::kResultCache);
   auto answer = finish(request, std::move(*hit));
   return std::move(answer).value();
+}
+
+std::optional<Answer> AskPipeline::refuse_too_short(const Request& request) const {
+  const EngineOptions& engine = *parts_.options;
+  const std::size_t characters = text::count_letters_and_numbers(request.key.question);
+  if (characters >= engine.min_question_characters) return std::nullopt;
+  // Whatever the knowledge base holds, one letter or an emoji matches
+  // something by chance: no answer is better than a confident-looking one.
+  Answer answer;
+  answer.text = engine.fallback_answer;
+  answer.tier = AnswerTier::kFallback;
+  answer.fallback_reason = fmt::format("too little to match: {} letter(s) or digit(s), min_question_characters is {}",
+                                       characters, engine.min_question_characters);
+  return answer;
 }
 
 std::optional<Answer> AskPipeline::lookup_exact_tiers(Request& request) {
@@ -185,6 +206,9 @@ std::optional<Answer> AskPipeline::lookup_semantic_tier(Request& request) {
   request.timer.finish(Stage::kSemanticCache);
   request.nearest_cached = cached.nearest_similarity;
   request.near_miss = cached.refused_reason;
+  request.cache_threshold = cached.threshold;
+  request.cache_decision = std::move(cached.decision);
+  request.observation = std::move(cached.observation);
   if (cached.answer && request.use.result) {
     parts_.tiers->fill_result(request.key, *cached.answer, cache_ttl_of(*cached.answer));
   }
@@ -197,9 +221,17 @@ Result<Answer> AskPipeline::retrieve_and_read(Request& request) {
       parts_.knowledge->base().search(request.key.question, request.vector.data(), std::max<std::size_t>(request.top_k, 1));
   request.timer.finish(Stage::kRetrieve);
 
-  Answer answer = answer_from_matches(matches, request.min_score, engine.fallback_answer);
+  Answer answer = answer_from_matches(matches, {request.min_score, request.min_confidence, engine.fallback_answer});
   answer.nearest_cached_similarity = request.nearest_cached;
   answer.near_miss_reason = request.near_miss;
+  answer.cache_threshold = request.cache_threshold;
+  answer.cache_decision = std::move(request.cache_decision);
+  if (request.observation) {
+    // The cached answer the semantic tier passed over (or is checking) is
+    // judged by what retrieval answered: the same entry, or not.
+    parts_.tiers->semantic()->record_outcome(*request.observation,
+                                             answer.tier == AnswerTier::kKnowledge ? answer.entry_id() : std::string());
+  }
   bool cacheable = true;
   if (engine.generator && answer.tier == AnswerTier::kKnowledge) {
     auto unchanged = generate_answer(request, matches, answer);  // `matches` is stale after this

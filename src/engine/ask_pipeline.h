@@ -51,6 +51,9 @@ class AskPipeline {
  private:
   struct Request;
 
+  // The fallback, with its reason, for a question with too little to match
+  // (EngineOptions::min_question_characters); nullopt for any other.
+  std::optional<Answer> refuse_too_short(const Request& request) const;
   std::optional<Answer> lookup_exact_tiers(Request& request);
   // The question's vector, or the request's end: a degraded answer or an
   // error. Called with the knowledge lock held; may release it meanwhile.

@@ -38,7 +38,7 @@ Result<std::unique_ptr<CacheTiers>> CacheTiers::create(const EngineOptions& opti
 }
 
 TierUse CacheTiers::use_for(const AskOptions& ask) const {
-  const bool use_cache = ask.use_cache && !ask.top_k && !ask.min_answer_score;
+  const bool use_cache = ask.use_cache && !ask.top_k && !ask.min_answer_score && !ask.min_answer_confidence;
   TierUse use;
   use.any = use_cache;
   use.result = use_cache && result_;
@@ -196,6 +196,9 @@ void CacheTiers::add_stats(MetricsSnapshot& snapshot) const {
     const SemanticCacheStats s = semantic_->stats();
     add_tier(s);
     snapshot.caches.displacements = s.displacements;
+    snapshot.caches.semantic_outcomes = s.outcomes;
+    snapshot.caches.semantic_wrong_outcomes = s.wrong_outcomes;
+    snapshot.caches.semantic_verifications = s.verifications;
   }
 }
 

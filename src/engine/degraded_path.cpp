@@ -116,7 +116,8 @@ std::optional<Answer> DegradedPath::lexical_answer(const std::string& question, 
   std::vector<float> v(lexical_encoder_->dimension());
   if (!lexical_encoder_->encode_one(question, v.data()).is_ok()) return std::nullopt;
   Answer a = answer_from_matches(lexical_->search(question, v.data(), std::max<std::size_t>(top_k, 1)),
-                                 options_.lexical_min_score, options_.fallback_answer);
+                                 {options_.lexical_min_score, 0.0f, options_.fallback_answer});
+  a.confidence = -1;  // the mirror's calibration is not the model's
   if (a.matches.size() > top_k) a.matches.resize(top_k);
   if (a.tier != AnswerTier::kKnowledge) return std::nullopt;
   return a;

@@ -20,6 +20,14 @@ std::vector<const std::string*> phrasings_of(const KnowledgeEntry& e) {
 // The key the BM25 index groups an entry's phrasings by.
 std::uint64_t entry_key(const std::string& id) { return std::hash<std::string>{}(id); }
 
+// How many phrasings calibrate() asks, and how many neighbours a dense
+// search fetches for each (its own entry's phrasings are left out after).
+constexpr std::size_t kCalibrationProbes = 1000;
+constexpr std::size_t kCalibrationBreadth = 32;
+// A cosine this close to 1 repeats a stored phrasing (the ranker tells
+// repetition by the words; the vector index only by the cosine).
+constexpr float kRepeatedPhrasingCosine = 0.9999f;
+
 index::VectorIndexOptions index_options(std::size_t dimension, const KnowledgeBaseOptions& o) {
   index::VectorIndexOptions io;
   io.dimension = dimension;
@@ -43,6 +51,10 @@ std::string KnowledgeBase::lexical_text(const std::string& phrasing) const {
 }
 
 std::string KnowledgeBase::ranking_summary() const {
+  return ranker_summary() + "; " + calibration_.summary();
+}
+
+std::string KnowledgeBase::ranker_summary() const {
   switch (options_.retrieval.fusion) {
     case RetrievalFusion::kDense:
       return "the encoder's cosine";
@@ -64,8 +76,12 @@ std::string KnowledgeBase::ranking_summary() const {
       chosen, f.held_out_questions, f.held_out_right_fitted, f.held_out_right_cosine, f.held_out_right_prior);
 }
 
+void KnowledgeBase::rebuild_ranking() {
+  if (ranker_) rebuild_ranker();
+  calibrate();
+}
+
 void KnowledgeBase::rebuild_ranker() {
-  if (!ranker_) return;
   retrieval::LexicalIndex& lexical = ranker_->lexical();
   lexical.clear();
   // In id order, so the fit does not depend on the map's hash order.
@@ -219,7 +235,7 @@ Result<std::vector<std::string>> KnowledgeBase::replace_all_reusing(std::vector<
   entries_ = std::move(stored);
   entry_of_label_ = std::move(entry_of_label);
   next_label_ = static_cast<std::int64_t>(rows);
-  rebuild_ranker();
+  rebuild_ranking();
   return encoded_ids;
 }
 
@@ -313,44 +329,103 @@ const KnowledgeEntry* KnowledgeBase::find(const std::string& id) const {
   return it == entries_.end() ? nullptr : &it->second.entry;
 }
 
-std::vector<KnowledgeMatch> KnowledgeBase::search(const float* query, std::size_t top_k) const {
+std::vector<retrieval::RankedPhrasing> KnowledgeBase::ranked_phrasings(std::string_view normalized_question,
+                                                                      const float* query, std::size_t breadth) const {
+  if (ranker_ && !normalized_question.empty()) {
+    return ranker_->rank(normalized_question, query, index_, std::numeric_limits<std::size_t>::max());
+  }
+  std::vector<retrieval::RankedPhrasing> ranked;
+  for (const auto& n : index_.search(query, breadth)) {
+    ranked.push_back({n.label, n.similarity, n.similarity, n.similarity >= kRepeatedPhrasingCosine});
+  }
+  return ranked;
+}
+
+std::vector<KnowledgeMatch> KnowledgeBase::entries_from(const std::vector<retrieval::RankedPhrasing>& ranked,
+                                                        std::size_t top_k, const LabelFilter& skip) const {
+  // An entry ranks by its best phrasing; its similarity is the best cosine
+  // among its ranked phrasings, so min_answer_score means what it means
+  // under kDense.
   std::vector<KnowledgeMatch> matches;
-  if (top_k == 0 || entries_.empty()) return matches;
-  // Several phrasings of one entry can crowd the top: fetch more phrasings
-  // than entries wanted and keep each entry's best.
-  const auto neighbors = index_.search(query, std::max<std::size_t>(top_k * 4, 8));
-  std::unordered_set<const StoredEntry*> seen;
-  for (const auto& n : neighbors) {
-    const auto it = entry_of_label_.find(n.label);
-    if (it == entry_of_label_.end() || !seen.insert(it->second).second) continue;
-    matches.push_back({&it->second->entry, n.similarity, n.similarity});
-    if (matches.size() == top_k) break;
+  std::unordered_map<const StoredEntry*, std::size_t> position;
+  for (const auto& r : ranked) {
+    if (skip && skip(r.label)) continue;
+    const auto it = entry_of_label_.find(r.label);
+    if (it == entry_of_label_.end()) continue;
+    const auto known = position.find(it->second);
+    if (known == position.end()) {
+      if (matches.size() == top_k) continue;  // later phrasings may still raise a kept entry's similarity
+      position.emplace(it->second, matches.size());
+      KnowledgeMatch m{&it->second->entry, r.cosine, r.score};
+      m.repeats_phrasing = r.repeated;
+      matches.push_back(m);
+    } else {
+      matches[known->second].similarity = std::max(matches[known->second].similarity, r.cosine);
+    }
   }
   return matches;
 }
 
+retrieval::RetrievalEvidence KnowledgeBase::evidence_of(const std::vector<KnowledgeMatch>& matches) {
+  retrieval::RetrievalEvidence e;
+  if (matches.empty()) return e;
+  e.similarity = matches[0].similarity;
+  e.rank_score = matches[0].rank_score;
+  e.lead = matches.size() > 1 ? matches[0].rank_score - matches[1].rank_score : 0.0f;
+  e.repeats_phrasing = matches[0].repeats_phrasing;
+  return e;
+}
+
+std::vector<KnowledgeMatch> KnowledgeBase::search(const float* query, std::size_t top_k) const {
+  return search(std::string_view(), query, top_k);
+}
+
 std::vector<KnowledgeMatch> KnowledgeBase::search(std::string_view normalized_question, const float* query,
                                                   std::size_t top_k) const {
-  if (!ranker_) return search(query, top_k);
-  std::vector<KnowledgeMatch> matches;
-  if (top_k == 0 || entries_.empty()) return matches;
-  // Every candidate is ranked: an entry scores its best phrasing.
-  const auto ranked = ranker_->rank(normalized_question, query, index_, std::numeric_limits<std::size_t>::max());
-  // An entry's similarity is the best cosine among its ranked phrasings,
-  // so min_answer_score means what it means under kDense.
-  std::unordered_map<const StoredEntry*, std::size_t> position;
-  for (const auto& r : ranked) {
-    const auto it = entry_of_label_.find(r.label);
-    if (it == entry_of_label_.end()) continue;
-    const auto [at, first] = position.emplace(it->second, matches.size());
-    if (first) {
-      matches.push_back({&it->second->entry, r.cosine, r.score});
-    } else {
-      matches[at->second].similarity = std::max(matches[at->second].similarity, r.cosine);
-    }
+  if (top_k == 0 || entries_.empty()) return {};
+  // Several phrasings of one entry can crowd the top: fetch more phrasings
+  // than entries wanted. Two entries at least, for the best one's lead.
+  const std::size_t wanted = std::max<std::size_t>(top_k, 2);
+  auto matches = entries_from(ranked_phrasings(normalized_question, query, std::max<std::size_t>(wanted * 4, 8)), wanted);
+  if (!matches.empty()) {
+    matches.front().confidence = calibration_.confidence(evidence_of(matches));
   }
   if (matches.size() > top_k) matches.resize(top_k);
   return matches;
+}
+
+void KnowledgeBase::calibrate() {
+  calibration_ = retrieval::AnswerCalibration();
+  std::vector<std::pair<const StoredEntry*, std::size_t>> phrasings;  // (entry, phrasing), in id order
+  std::vector<const StoredEntry*> stored;
+  for (const auto& [id, se] : entries_) stored.push_back(&se);
+  std::sort(stored.begin(), stored.end(), [](const StoredEntry* a, const StoredEntry* b) { return a->entry.id < b->entry.id; });
+  for (const StoredEntry* se : stored) {
+    for (std::size_t j = 0; j < se->labels.size(); ++j) phrasings.emplace_back(se, j);
+  }
+  if (phrasings.empty()) return;
+  // Evenly strided, so every part of the base is asked.
+  const std::size_t probes = std::min(phrasings.size(), kCalibrationProbes);
+  std::vector<retrieval::CalibrationExample> examples;
+  for (std::size_t p = 0; p < probes; ++p) {
+    const auto [se, j] = phrasings[p * phrasings.size() / probes];
+    const auto texts = phrasings_of(se->entry);
+    const std::int64_t label = se->labels[j];
+    const float* vector = index_.vector_of(label);
+    if (!vector || j >= texts.size()) continue;
+    const auto ranked = ranked_phrasings(lexical_text(*texts[j]), vector, kCalibrationBreadth);
+    if (se->labels.size() > 1) {
+      // Asked with itself left out, its entry should still come first.
+      const auto matches = entries_from(ranked, 2, [label](std::int64_t l) { return l == label; });
+      if (!matches.empty()) examples.push_back({evidence_of(matches), matches.front().entry == &se->entry});
+    }
+    // Asked with its whole entry left out, whatever comes first is wrong.
+    const auto& own = se->labels;
+    const auto matches =
+        entries_from(ranked, 2, [&own](std::int64_t l) { return std::find(own.begin(), own.end(), l) != own.end(); });
+    if (!matches.empty()) examples.push_back({evidence_of(matches), false});
+  }
+  calibration_ = retrieval::AnswerCalibration::fit(examples);
 }
 
 bool KnowledgeBase::built_from_current_versions(const Answer& answer) const {
@@ -360,17 +435,25 @@ bool KnowledgeBase::built_from_current_versions(const Answer& answer) const {
   });
 }
 
-Answer answer_from_matches(const std::vector<KnowledgeMatch>& matches, float min_score,
-                           const std::string& fallback_text) {
+Answer answer_from_matches(const std::vector<KnowledgeMatch>& matches, const AnswerRule& rule) {
   Answer answer;
   for (const auto& m : matches) answer.matches.push_back({m.entry->id, m.similarity, m.entry->version});
-  if (!matches.empty() && matches.front().similarity >= min_score) {
+  answer.score = matches.empty() ? 0.0f : matches.front().similarity;
+  answer.confidence = matches.empty() ? -1.0f : matches.front().confidence;
+  if (matches.empty()) {
+    answer.fallback_reason = "no entry matched";
+  } else if (answer.score < rule.min_score) {
+    answer.fallback_reason = fmt::format("the best entry's similarity {:.3f} is under min_answer_score {:.3f}",
+                                         answer.score, rule.min_score);
+  } else if (rule.min_confidence > 0 && answer.confidence >= 0 && answer.confidence < rule.min_confidence) {
+    answer.fallback_reason = fmt::format("the best entry's confidence {:.3f} is under min_answer_confidence {:.3f}",
+                                         answer.confidence, rule.min_confidence);
+  }
+  if (answer.fallback_reason.empty()) {
     answer.text = matches.front().entry->answer;
-    answer.score = matches.front().similarity;
     answer.tier = AnswerTier::kKnowledge;
   } else {
-    answer.text = fallback_text;
-    answer.score = matches.empty() ? 0.0f : matches.front().similarity;
+    answer.text = rule.fallback_text;
     answer.tier = AnswerTier::kFallback;
   }
   return answer;

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "index/vector_index.h"
+#include "retrieval/answer_calibration.h"
 #include "retrieval/hybrid_ranker.h"
 #include "rapidqa/answer.h"
 #include "rapidqa/encoder.h"
@@ -38,6 +39,11 @@ struct KnowledgeMatch {
   const KnowledgeEntry* entry;  // valid while the base is not modified
   float similarity;             // the best cosine among the entry's ranked phrasings
   float rank_score = 0;         // the ranker's score (the cosine under kDense)
+  bool repeats_phrasing = false;  // the question is one of its phrasings, word for word
+  // The calibrated probability that this entry answers the question
+  // (retrieval::AnswerCalibration); set on the best match only, -1 on the
+  // rest and when the base could not be calibrated.
+  float confidence = -1;
 };
 
 class KnowledgeBase {
@@ -122,9 +128,12 @@ class KnowledgeBase {
   // ranker unless retrieval.fusion is kDense.
   std::vector<KnowledgeMatch> search(std::string_view normalized_question, const float* query,
                                      std::size_t top_k) const;
+  // The calibration search() scores confidences with.
+  const retrieval::AnswerCalibration& calibration() const { return calibration_; }
   // What the last fit of the hybrid ranker learned from (all zero without one).
   retrieval::RankerFit ranker_fit() const { return ranker_fit_; }
-  // How search ranks, in words (what KnowledgeLoadReport::ranking says).
+  // How search ranks and whether its confidence is calibrated, in words
+  // (what KnowledgeLoadReport::ranking says).
   std::string ranking_summary() const;
 
  private:
@@ -150,6 +159,21 @@ class KnowledgeBase {
   // The BM25 index rebuilt from every stored phrasing and the ranker
   // refitted: after anything that replaces the whole base.
   void rebuild_ranker();
+  // The ranker rebuilt (when there is one), then the calibration refitted.
+  void rebuild_ranking();
+  // Fits calibration_ from the base's own phrasings (AnswerCalibration).
+  void calibrate();
+  std::string ranker_summary() const;
+  // Every candidate phrasing for a question, best first: the ranker's, or
+  // the vector index's `breadth` nearest when there is no ranker or no text.
+  std::vector<retrieval::RankedPhrasing> ranked_phrasings(std::string_view normalized_question, const float* query,
+                                                          std::size_t breadth) const;
+  // The ranked phrasings' entries, best first, at most top_k, leaving out
+  // the phrasings `skip` names.
+  using LabelFilter = std::function<bool(std::int64_t)>;
+  std::vector<KnowledgeMatch> entries_from(const std::vector<retrieval::RankedPhrasing>& ranked, std::size_t top_k,
+                                           const LabelFilter& skip = nullptr) const;
+  static retrieval::RetrievalEvidence evidence_of(const std::vector<KnowledgeMatch>& matches);
   // A phrasing as the BM25 index reads it (it was validated when stored).
   std::string lexical_text(const std::string& phrasing) const;
 
@@ -164,12 +188,19 @@ class KnowledgeBase {
   std::int64_t next_label_ = 0;
   std::unique_ptr<retrieval::HybridRanker> ranker_;  // null under kDense
   retrieval::RankerFit ranker_fit_;
+  retrieval::AnswerCalibration calibration_;
 };
 
-// The answer retrieval gives: the best entry's when it scores at least
-// min_score, else fallback_text (tier kFallback); every match is reported
-// with its version.
-Answer answer_from_matches(const std::vector<KnowledgeMatch>& matches, float min_score,
-                           const std::string& fallback_text);
+// When retrieval's best entry answers.
+struct AnswerRule {
+  float min_score = 0;       // its cosine at least this
+  float min_confidence = 0;  // its calibrated confidence at least this (0: any; an uncalibrated one passes)
+  std::string fallback_text;
+};
+
+// The answer retrieval gives: the best entry's when it passes the rule,
+// else the fallback text (tier kFallback) with the reason; every match is
+// reported with its version.
+Answer answer_from_matches(const std::vector<KnowledgeMatch>& matches, const AnswerRule& rule);
 
 }  // namespace rapidqa::engine

@@ -293,7 +293,7 @@ Result<KnowledgeBase::SnapshotRestore> KnowledgeBase::restore_snapshot(const std
   entries_ = std::move(stored);
   entry_of_label_ = std::move(entry_of_label);
   next_label_ = next_label;
-  rebuild_ranker();
+  rebuild_ranking();
   restored.outdated_format = format1 || identity->format_version < index::kIndexSnapshotVersion;
   return restored;
 }

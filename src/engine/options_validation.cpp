@@ -45,6 +45,12 @@ Status validate_tenant(const std::string& tenant) {
   return Status::ok();
 }
 
+// A probability threshold: NaN and values outside [0, 1] are refused.
+Status check_confidence(float value, const char* name) {
+  if (value >= 0.0f && value <= 1.0f) return Status::ok();
+  return Status::invalid_argument(fmt::format("{} {} is outside [0, 1]", name, value));
+}
+
 // Every option, refused with its name rather than quietly fixed.
 Status validate_engine_options(const EngineOptions& o) {
   if (o.encoder && o.encoder->dimension() == 0) return Status::invalid_argument("encoder has dimension 0");
@@ -54,6 +60,8 @@ Status validate_engine_options(const EngineOptions& o) {
     return Status::invalid_argument("hashing." + hashing.message());
   }
   if (Status s = check_score(o.min_answer_score, "min_answer_score"); !s.is_ok()) return s;
+  if (Status s = check_confidence(o.min_answer_confidence, "min_answer_confidence"); !s.is_ok()) return s;
+  if (o.min_question_characters == 0) return Status::invalid_argument("min_question_characters must be at least 1");
   // Above 1 is allowed here: it switches the lexical path's answers off.
   if (!std::isfinite(o.degradation.lexical_min_score)) {
     return Status::invalid_argument(fmt::format("degradation.lexical_min_score {} is not finite", o.degradation.lexical_min_score));
@@ -135,6 +143,9 @@ Status validate_ask_options(const AskOptions& o) {
   }
   if (o.min_answer_score) {
     if (Status s = check_score(*o.min_answer_score, "min_answer_score"); !s.is_ok()) return s;
+  }
+  if (o.min_answer_confidence) {
+    if (Status s = check_confidence(*o.min_answer_confidence, "min_answer_confidence"); !s.is_ok()) return s;
   }
   if (o.timeout.count() < 0) return Status::invalid_argument(fmt::format("timeout {} ms is negative", o.timeout.count()));
   const int priority = static_cast<int>(o.priority);

@@ -124,6 +124,14 @@ std::string MetricsSnapshot::format_prometheus() const {
                                   std::make_pair("displaced", caches.displacements)}) {
     w.sample("cache_removals_total", fmt::format("reason=\"{}\"", reason), static_cast<double>(n));
   }
+  w.family("semantic_outcomes_total", "counter",
+           "Semantic-cache answers checked against full retrieval (error-bound mode), by verdict.");
+  w.sample("semantic_outcomes_total", "verdict=\"same_entry\"",
+           static_cast<double>(caches.semantic_outcomes - caches.semantic_wrong_outcomes));
+  w.sample("semantic_outcomes_total", "verdict=\"other_entry\"", static_cast<double>(caches.semantic_wrong_outcomes));
+  w.single("semantic_verifications_total", "counter",
+           "Would-be semantic hits answered by retrieval to check them (error-bound mode).",
+           static_cast<double>(caches.semantic_verifications));
   w.single("cache_entries", "gauge", "Cached answers held (all tiers).", static_cast<double>(caches.entries));
   w.single("cache_bytes", "gauge", "Estimated bytes held by the caches.", static_cast<double>(caches.bytes));
   w.single("fallback_answers_total", "counter", "Questions nothing matched well enough.", static_cast<double>(fallback_answers));

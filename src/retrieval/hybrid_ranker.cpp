@@ -246,7 +246,7 @@ std::vector<RankedPhrasing> HybridRanker::rank(std::string_view normalized_quest
                                                const index::VectorIndex& dense, std::size_t k) const {
   const AnalyzedText question = lexical_.analyze(normalized_question);
   std::vector<RankedPhrasing> out;
-  for (const Candidate& c : candidates(question, vector, dense, -1)) out.push_back({c.label, score(c), c.cosine});
+  for (const Candidate& c : candidates(question, vector, dense, -1)) out.push_back({c.label, score(c), c.cosine, c.features[kIdentical] > 0});
   std::sort(out.begin(), out.end(), [](const RankedPhrasing& a, const RankedPhrasing& b) {
     return a.score != b.score ? a.score > b.score : a.label < b.label;
   });

@@ -35,6 +35,7 @@ struct RankedPhrasing {
   std::int64_t label;
   float score;   // the fusion's score (larger is better; comparable within one question)
   float cosine;  // the question vector's inner product with the phrasing's
+  bool repeated = false;  // the question is this phrasing, word for word (it ranks first)
 };
 
 // What ranks after a fit: the fitted weights, the cosine alone, or the

@@ -114,6 +114,15 @@ bool is_number(std::int32_t cp) {
   }
 }
 
+std::size_t count_letters_and_numbers(std::string_view text) {
+  std::size_t count = 0;
+  for (std::size_t pos = 0, length = 0; pos < text.size(); pos += length) {
+    const std::int32_t cp = decode_at(text, pos, length);
+    count += is_letter(cp) || is_number(cp);
+  }
+  return count;
+}
+
 bool is_space(std::int32_t cp) {
   if (cp == ' ' || cp == '\t' || cp == '\n' || cp == '\r' || cp == '\v' || cp == '\f') return true;
   switch (utf8proc_category(cp)) {

@@ -51,5 +51,8 @@ bool is_white_space(std::int32_t code_point);
 // Unicode general categories L* (letters) and N* (numbers): \p{L}, \p{N}.
 bool is_letter(std::int32_t code_point);
 bool is_number(std::int32_t code_point);
+// How many code points of valid UTF-8 text are letters or numbers: what a
+// question offers to match on (an emoji or "?!" offers nothing).
+std::size_t count_letters_and_numbers(std::string_view text);
 
 }  // namespace rapidqa::text
