@@ -138,13 +138,14 @@ void VectorIndex::rebuild(bool approximate) {
   tombstones_ = 0;
 }
 
-std::vector<Neighbor> VectorIndex::search(const float* query, std::size_t k) const {
-  auto batch = search_batch(query, 1, k);
+std::vector<Neighbor> VectorIndex::search(const float* query, std::size_t k, int breadth) const {
+  auto batch = search_batch(query, 1, k, breadth);
   return std::move(batch.front());
 }
 
-std::vector<std::vector<Neighbor>> VectorIndex::search_batch(const float* queries, std::size_t n,
-                                                             std::size_t k) const {
+std::vector<std::vector<Neighbor>> VectorIndex::search_batch(const float* queries, std::size_t n, std::size_t k,
+                                                             int breadth) const {
+  if (breadth <= 0) breadth = options_.hnsw_search_breadth;
   std::vector<std::vector<Neighbor>> results(n);
   if (n == 0 || k == 0 || label_to_row_.empty()) return results;
   k = std::min(k, label_to_row_.size());
@@ -172,7 +173,7 @@ std::vector<std::vector<Neighbor>> VectorIndex::search_batch(const float* querie
     const auto& graph = static_cast<const faiss::IndexHNSW&>(*index_);
     for (std::size_t q = first; q < first + count; ++q) {
       const auto hits =
-          search_int8_graph(graph, queries + q * options_.dimension, fetch, options_.hnsw_search_breadth, sel);
+          search_int8_graph(graph, queries + q * options_.dimension, fetch, breadth, sel);
       // Only the rows: their exact similarities are computed below.
       for (std::size_t j = 0; j < fetch; ++j) rows[q * fetch + j] = j < hits.size() ? hits[j].row : -1;
     }

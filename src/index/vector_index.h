@@ -67,10 +67,13 @@ class VectorIndex {
   bool remove(std::int64_t label);
   void clear();
 
-  // Up to k nearest live labels, most similar first.
-  std::vector<Neighbor> search(const float* query, std::size_t k) const;
+  // Up to k nearest live labels, most similar first. breadth: this
+  // search's efSearch when positive (an HNSW index; an exact one ignores
+  // it), else the index's.
+  std::vector<Neighbor> search(const float* query, std::size_t k, int breadth = 0) const;
   // Searches n queries at once; results[i] belongs to query i.
-  std::vector<std::vector<Neighbor>> search_batch(const float* queries, std::size_t n, std::size_t k) const;
+  std::vector<std::vector<Neighbor>> search_batch(const float* queries, std::size_t n, std::size_t k,
+                                                  int breadth = 0) const;
 
   std::size_t size() const { return label_to_row_.size(); }
   bool contains(std::int64_t label) const { return label_to_row_.count(label) != 0; }

@@ -140,6 +140,10 @@ std::size_t right_first(const std::vector<FitQuestion>& questions, std::size_t f
   }
   return right;
 }
+// The HNSW breadth (efSearch) of the dense candidate search: BM25 brings
+// candidates of its own, so the few nearest by cosine need less breadth
+// than a search that ranks alone.
+constexpr int kDenseCandidateBreadth = 48;
 constexpr float kRankConstant = 60.0f;  // reciprocal rank fusion's usual k
 constexpr float kRepeatedPhrasingBonus = 1e4f;  // above any fused score
 
@@ -160,7 +164,7 @@ std::vector<HybridRanker::Candidate> HybridRanker::candidates(const AnalyzedText
   std::vector<std::int64_t> labels;
   for (const auto& s : lexical_.top(question, options_.lexical_candidates, skip)) labels.push_back(s.label);
   if (options_.dense_candidates > 0 && dense.size() > 0) {
-    for (const auto& n : dense.search(vector, options_.dense_candidates + (skip >= 0 ? 1 : 0))) {
+    for (const auto& n : dense.search(vector, options_.dense_candidates + (skip >= 0 ? 1 : 0), kDenseCandidateBreadth)) {
       if (n.label != skip && lexical_.contains(n.label) &&
           std::find(labels.begin(), labels.end(), n.label) == labels.end()) {
         labels.push_back(n.label);
