@@ -88,6 +88,25 @@ TEST_CASE("ask answers a FAQ question with its tier matches and stage timings", 
   CHECK(other.tenant == "b");
 }
 
+TEST_CASE("ask carries the confidence, a confidence threshold and the fallback's reason", "[server]") {
+  Fixture f;
+  json a = body_of(f.api.handle(
+      request("POST", "/v1/ask", R"({"question": "I can't remember the password of my account, what now?"})")));
+  CHECK(a["tier"] == "knowledge");
+  CHECK(a["confidence"].get<double>() > 0.0);
+  CHECK(a["fallback_reason"] == "");
+  json strict = body_of(f.api.handle(request(
+      "POST", "/v1/ask",
+      R"({"question": "I can't remember the password of my account, what now?", "min_answer_confidence": 0.9999})")));
+  CHECK(strict["tier"] == "fallback");
+  CHECK(strict["fallback_reason"].get<std::string>().find("min_answer_confidence") != std::string::npos);
+  json short_question = body_of(f.api.handle(request("POST", "/v1/ask", R"({"question": "q"})")));
+  CHECK(short_question["tier"] == "fallback");
+  CHECK(short_question["fallback_reason"].get<std::string>().find("too little to match") != std::string::npos);
+  ServerResponse bad = f.api.handle(request("POST", "/v1/ask", R"({"question": "hello there", "min_answer_confidence": 2})"));
+  CHECK(bad.status == 400);
+}
+
 TEST_CASE("ask refuses malformed bodies with a message that names the problem", "[server]") {
   Fixture f;
   auto refuse = [&](const std::string& body, const std::string& says) {

@@ -127,21 +127,23 @@ ServerResponse status_response(const Status& s) {
 // The ask options every ask route reads.
 constexpr std::initializer_list<const char*> kAskFields = {
     "question", "questions", "tenant", "use_cache", "semantic_threshold", "top_k", "min_answer_score",
-    "timeout_ms", "priority"};
+    "min_answer_confidence", "timeout_ms", "priority"};
 
 bool read_ask_options(const BodyObject& body, const ServerRequest& request, AskOptions& options,
                       ServerResponse& error) {
-  std::optional<double> threshold, min_score, timeout_ms;
+  std::optional<double> threshold, min_score, min_confidence, timeout_ms;
   std::optional<std::uint64_t> top_k;
   std::string priority;
   if (!body.string("tenant", options.tenant, error) || !body.boolean("use_cache", options.use_cache, error) ||
       !body.number("semantic_threshold", threshold, error) || !body.count("top_k", top_k, error) ||
-      !body.number("min_answer_score", min_score, error) || !body.number("timeout_ms", timeout_ms, error) ||
+      !body.number("min_answer_score", min_score, error) ||
+      !body.number("min_answer_confidence", min_confidence, error) || !body.number("timeout_ms", timeout_ms, error) ||
       !body.string("priority", priority, error)) {
     return false;
   }
   if (threshold) options.semantic_threshold = static_cast<float>(*threshold);
   if (min_score) options.min_answer_score = static_cast<float>(*min_score);
+  if (min_confidence) options.min_answer_confidence = static_cast<float>(*min_confidence);
   if (top_k) {
     if (*top_k == 0 || *top_k > 1000) {
       error = error_response(400, "invalid_argument", "field 'top_k' must be between 1 and 1000");

@@ -7,7 +7,8 @@
 //
 // Routes (JSON bodies; errors are {"error": {"code", "message"}}):
 //   POST /v1/ask                      {"question", "tenant", "use_cache", "semantic_threshold",
-//                                      "top_k", "min_answer_score", "timeout_ms", "priority"}
+//                                      "top_k", "min_answer_score", "min_answer_confidence",
+//                                      "timeout_ms", "priority"}
 //                                     (Accept: text/event-stream: streamed, see sse_token_event)
 //   POST /v1/ask:batch                the same with "questions": [...]
 //   GET|PUT|DELETE /v1/entries/{id}   an entry as in the JSONL knowledge format   (token)
