@@ -131,6 +131,52 @@ static void test_ask_and_change(void) {
 /* The vector of one text from an engine over a model directory, with the
  * pooling and prompt given (NULL: the directory's); its length, or 0 when
  * create failed. */
+static void test_answer_quality_options(void) {
+  rqa_engine* engine = NULL;
+  rqa_answer* answer = NULL;
+  rqa_engine_options options;
+  size_t loaded = 0;
+
+  rqa_engine_options_init(&options);
+  CHECK(options.min_answer_confidence == 0.0f);
+  CHECK(options.semantic_target_error_rate == 0.0f);
+  options.semantic_target_error_rate = 0.9f; /* outside (0, 0.5] */
+  CHECK(rqa_engine_create(&options, &engine) == RQA_INVALID_ARGUMENT);
+  CHECK(strstr(rqa_last_error(), "target_error_rate") != NULL);
+  options.semantic_target_error_rate = 0.02f;
+  options.min_answer_confidence = 0.9999f;
+  CHECK(rqa_engine_create(&options, &engine) == RQA_OK);
+  CHECK(rqa_engine_load_knowledge(engine, RAPIDQA_SOURCE_DIR "/examples/data/faq.jsonl", &loaded) == RQA_OK);
+
+  /* One letter: the fallback, with the reason. */
+  CHECK(rqa_engine_ask(engine, "q", &answer) == RQA_OK);
+  CHECK(rqa_answer_tier(answer) == RQA_TIER_FALLBACK);
+  CHECK(strstr(rqa_answer_fallback_reason(answer), "too little to match") != NULL);
+  rqa_answer_destroy(answer);
+  answer = NULL;
+  /* A paraphrase under the confidence threshold; its confidence is a probability. */
+  CHECK(rqa_engine_ask(engine, "I can't remember the password of my account, what now?", &answer) == RQA_OK);
+  CHECK(rqa_answer_tier(answer) == RQA_TIER_FALLBACK);
+  CHECK(rqa_answer_confidence(answer) >= 0.0f && rqa_answer_confidence(answer) < 0.9999f);
+  CHECK(strstr(rqa_answer_fallback_reason(answer), "min_answer_confidence") != NULL);
+  CHECK(rqa_answer_cache_decision(answer) != NULL);
+  rqa_answer_destroy(answer);
+  answer = NULL;
+  /* A stored phrasing is certain, and the semantic tier says what it decided. */
+  CHECK(rqa_engine_ask(engine, "I forgot my password", &answer) == RQA_OK);
+  CHECK(rqa_answer_tier(answer) == RQA_TIER_KNOWLEDGE);
+  CHECK(rqa_answer_confidence(answer) == 1.0f);
+  CHECK(strcmp(rqa_answer_fallback_reason(answer), "") == 0);
+  rqa_answer_destroy(answer);
+  answer = NULL;
+  CHECK(rqa_engine_ask(engine, "I forgot the password", &answer) == RQA_OK);
+  CHECK(strlen(rqa_answer_cache_decision(answer)) > 0);
+  rqa_answer_destroy(answer);
+  CHECK(rqa_answer_confidence(NULL) == -1.0f);
+  CHECK(strcmp(rqa_answer_fallback_reason(NULL), "") == 0);
+  rqa_engine_destroy(engine);
+}
+
 static size_t encode_with(const char* model, const char* pooling, const char* prompt, float* vector) {
   rqa_engine* engine = NULL;
   rqa_engine_options options;
@@ -525,6 +571,7 @@ int main(void) {
   test_version();
   test_null_and_bad_options();
   test_ask_and_change();
+  test_answer_quality_options();
   test_redis_options();
   test_log_callback();
   test_models_and_encode();
