@@ -366,14 +366,8 @@ std::vector<KnowledgeMatch> KnowledgeBase::entries_from(const std::vector<retrie
   return matches;
 }
 
-retrieval::RetrievalEvidence KnowledgeBase::evidence_of(const std::vector<KnowledgeMatch>& matches) {
-  retrieval::RetrievalEvidence e;
-  if (matches.empty()) return e;
-  e.similarity = matches[0].similarity;
-  e.rank_score = matches[0].rank_score;
-  e.lead = matches.size() > 1 ? matches[0].rank_score - matches[1].rank_score : 0.0f;
-  e.repeats_phrasing = matches[0].repeats_phrasing;
-  return e;
+retrieval::RetrievalEvidence KnowledgeBase::evidence_of(const KnowledgeMatch& best) {
+  return {best.similarity, best.repeats_phrasing};
 }
 
 std::vector<KnowledgeMatch> KnowledgeBase::search(const float* query, std::size_t top_k) const {
@@ -384,13 +378,9 @@ std::vector<KnowledgeMatch> KnowledgeBase::search(std::string_view normalized_qu
                                                   std::size_t top_k) const {
   if (top_k == 0 || entries_.empty()) return {};
   // Several phrasings of one entry can crowd the top: fetch more phrasings
-  // than entries wanted. Two entries at least, for the best one's lead.
-  const std::size_t wanted = std::max<std::size_t>(top_k, 2);
-  auto matches = entries_from(ranked_phrasings(normalized_question, query, std::max<std::size_t>(wanted * 4, 8)), wanted);
-  if (!matches.empty()) {
-    matches.front().confidence = calibration_.confidence(evidence_of(matches));
-  }
-  if (matches.size() > top_k) matches.resize(top_k);
+  // than entries wanted.
+  auto matches = entries_from(ranked_phrasings(normalized_question, query, std::max<std::size_t>(top_k * 4, 8)), top_k);
+  if (!matches.empty()) matches.front().confidence = calibration_.confidence(evidence_of(matches.front()));
   return matches;
 }
 
@@ -404,28 +394,24 @@ void KnowledgeBase::calibrate() {
     for (std::size_t j = 0; j < se->labels.size(); ++j) phrasings.emplace_back(se, j);
   }
   if (phrasings.empty()) return;
-  // Evenly strided, so every part of the base is asked.
+  // Evenly strided, so every part of the base is asked. Each phrasing is
+  // asked with its whole entry left out: whatever comes first is a score
+  // that answers nothing.
   const std::size_t probes = std::min(phrasings.size(), kCalibrationProbes);
-  std::vector<retrieval::CalibrationExample> examples;
+  std::vector<float> unanswerable;
   for (std::size_t p = 0; p < probes; ++p) {
     const auto [se, j] = phrasings[p * phrasings.size() / probes];
     const auto texts = phrasings_of(se->entry);
-    const std::int64_t label = se->labels[j];
-    const float* vector = index_.vector_of(label);
+    const float* vector = index_.vector_of(se->labels[j]);
     if (!vector || j >= texts.size()) continue;
-    const auto ranked = ranked_phrasings(lexical_text(*texts[j]), vector, kCalibrationBreadth);
-    if (se->labels.size() > 1) {
-      // Asked with itself left out, its entry should still come first.
-      const auto matches = entries_from(ranked, 2, [label](std::int64_t l) { return l == label; });
-      if (!matches.empty()) examples.push_back({evidence_of(matches), matches.front().entry == &se->entry});
-    }
-    // Asked with its whole entry left out, whatever comes first is wrong.
     const auto& own = se->labels;
-    const auto matches =
-        entries_from(ranked, 2, [&own](std::int64_t l) { return std::find(own.begin(), own.end(), l) != own.end(); });
-    if (!matches.empty()) examples.push_back({evidence_of(matches), false});
+    const auto matches = entries_from(ranked_phrasings(lexical_text(*texts[j]), vector, kCalibrationBreadth), 1,
+                                      [&own](std::int64_t l) { return std::find(own.begin(), own.end(), l) != own.end(); });
+    // A phrasing another entry repeats word for word says nothing about
+    // unanswerable questions.
+    if (!matches.empty() && !matches.front().repeats_phrasing) unanswerable.push_back(matches.front().similarity);
   }
-  calibration_ = retrieval::AnswerCalibration::fit(examples);
+  calibration_ = retrieval::AnswerCalibration::fit(std::move(unanswerable));
 }
 
 bool KnowledgeBase::built_from_current_versions(const Answer& answer) const {

@@ -40,7 +40,7 @@ struct KnowledgeMatch {
   float similarity;             // the best cosine among the entry's ranked phrasings
   float rank_score = 0;         // the ranker's score (the cosine under kDense)
   bool repeats_phrasing = false;  // the question is one of its phrasings, word for word
-  // The calibrated probability that this entry answers the question
+  // The calibrated confidence that this entry answers the question
   // (retrieval::AnswerCalibration); set on the best match only, -1 on the
   // rest and when the base could not be calibrated.
   float confidence = -1;
@@ -173,7 +173,7 @@ class KnowledgeBase {
   using LabelFilter = std::function<bool(std::int64_t)>;
   std::vector<KnowledgeMatch> entries_from(const std::vector<retrieval::RankedPhrasing>& ranked, std::size_t top_k,
                                            const LabelFilter& skip = nullptr) const;
-  static retrieval::RetrievalEvidence evidence_of(const std::vector<KnowledgeMatch>& matches);
+  static retrieval::RetrievalEvidence evidence_of(const KnowledgeMatch& best);
   // A phrasing as the BM25 index reads it (it was validated when stored).
   std::string lexical_text(const std::string& phrasing) const;
 

@@ -1,22 +1,20 @@
-// AnswerCalibration: turns what retrieval saw about its best entry (the
-// cosine, the ranker's score, the lead over the runner-up) into a
-// probability that the entry answers the question, learned from the
-// knowledge base alone, so one confidence threshold means the same thing
-// for every knowledge base, encoder and fusion.
+// AnswerCalibration: turns the cosine of retrieval's best entry into a
+// confidence that means the same for every knowledge base and encoder,
+// learned from the knowledge base alone.
 //
-// The examples come from the knowledge base's own phrasings
-// (KnowledgeBase::calibrate): each sampled phrasing is asked with itself
-// left out, and is right when its entry still ranks first; and it is asked
-// with its whole entry left out, which is always wrong (the knowledge base
-// has no answer for it, yet something ranks first). A logistic regression
-// over the standardised evidence, with both outcomes weighted equally, is
-// the calibration: a confidence of 0.5 means "as likely answered here as
-// not", for a question as close to the knowledge base as its own phrasings.
+// The reference is how the base scores questions it cannot answer: each
+// sampled phrasing is asked with its whole entry left out
+// (KnowledgeBase::calibrate), and the best remaining entry's cosine is a
+// score that answers nothing. The confidence of a new question's best
+// entry is the share of those scores below its cosine: at 0.9, nine in ten
+// of the base's own unanswerable questions would have scored lower. So a
+// threshold on the confidence refuses the same share of unanswerable
+// questions in every base, where a cosine threshold refuses a share that
+// depends on how alike the base's entries are and on the encoder.
 //
 // Thread safety: value type; const methods may run concurrently.
 #pragma once
 
-#include <array>
 #include <cstddef>
 #include <string>
 #include <vector>
@@ -25,46 +23,32 @@ namespace rapidqa::retrieval {
 
 // What a search knew about its best entry.
 struct RetrievalEvidence {
-  float similarity = 0;     // the entry's best cosine
-  float rank_score = 0;     // the ranker's score for it (the cosine under dense ranking)
-  float lead = 0;           // its rank score less the runner-up's (0 when there is none)
+  float similarity = 0;           // the entry's best cosine
   bool repeats_phrasing = false;  // the question is one of the entry's phrasings, word for word
-};
-
-struct CalibrationExample {
-  RetrievalEvidence evidence;
-  bool right = false;
 };
 
 class AnswerCalibration {
  public:
-  static constexpr std::size_t kFeatures = 3;
-  // Fewer examples of either outcome than this and nothing is fitted.
-  static constexpr std::size_t kMinExamplesPerOutcome = 10;
+  // Fewer reference scores than this and nothing is calibrated.
+  static constexpr std::size_t kMinReferenceScores = 20;
 
   // Not fitted: confidence() is -1 for everything but a repeated phrasing.
   AnswerCalibration() = default;
-  static AnswerCalibration fit(const std::vector<CalibrationExample>& examples);
+  // `unanswerable`: the best entry's cosine for each phrasing asked with its
+  // own entry left out. Non-finite scores are ignored.
+  static AnswerCalibration fit(std::vector<float> unanswerable);
 
-  bool fitted() const { return fitted_; }
-  // The probability in [0, 1] that the best entry answers; 1 for a repeated
-  // phrasing; -1 when not fitted.
+  bool fitted() const { return !reference_.empty(); }
+  // The share of reference scores below the best entry's cosine, in [0, 1];
+  // 1 for a repeated phrasing; -1 when not fitted or not finite.
   float confidence(const RetrievalEvidence& evidence) const;
-
-  std::size_t right_examples() const { return right_; }
-  std::size_t wrong_examples() const { return wrong_; }
-  // "calibrated on N right and M wrong examples" or why not.
+  std::size_t reference_scores() const { return reference_.size(); }
+  // "calibrated on N ..." or why not.
   std::string summary() const;
 
  private:
-  std::array<float, kFeatures> features(const RetrievalEvidence& e) const;
-
-  bool fitted_ = false;
-  std::size_t right_ = 0, wrong_ = 0;
-  std::array<float, kFeatures> mean_{}, scale_{};
-  std::array<float, kFeatures> weights_{};
-  float bias_ = 0;
-  float lead_cap_ = 0;  // leads are clipped here (a repeated phrasing's bonus would swamp the fit)
+  std::vector<float> reference_;  // sorted
+  std::size_t offered_ = 0;       // scores given to fit, usable or not
 };
 
 }  // namespace rapidqa::retrieval
