@@ -284,8 +284,9 @@ RQA_API int rqa_answer_degraded(const rqa_answer* answer);         /* nonzero wh
 RQA_API const char* rqa_answer_degraded_reason(const rqa_answer* answer);
 RQA_API int rqa_answer_generated(const rqa_answer* answer);       /* nonzero when a generator wrote the text */
 RQA_API uint64_t rqa_answer_total_microseconds(const rqa_answer* answer);
-/* Added after 0.2.0. The calibrated probability that the best entry
- * answers (comparable across knowledge bases), -1 when not known; why the
+/* Added after 0.2.0. The best entry's calibrated confidence (the share of
+ * the knowledge base's own unanswerable questions that score lower;
+ * comparable across knowledge bases), -1 when not known; why the
  * fallback was given ("" otherwise); and the semantic tier's decision in
  * words ("" when it was not looked up). */
 RQA_API float rqa_answer_confidence(const rqa_answer* answer);

@@ -69,9 +69,10 @@ struct ExtractedSpan {
 struct Answer {
   std::string text;                // the answer; the fallback text for kFallback
   float score = 0.0f;              // similarity of the best match (0 for fallback with no match)
-  // The calibrated probability that the best match answers the question,
-  // learned from the knowledge base's own phrasings (comparable across
-  // knowledge bases and encoders, unlike score; see
+  // The best match's cosine calibrated for this knowledge base: the share
+  // of the base's own unanswerable questions (each phrasing asked with its
+  // entry left out) that score lower, so one threshold refuses the same
+  // share of unanswerable questions whatever the base and encoder (see
   // EngineOptions::min_answer_confidence). 1 when the question repeats a
   // stored phrasing; -1 when not known (no calibration, a cached answer
   // from an older version, the degraded lexical path).

@@ -127,11 +127,10 @@ struct EngineOptions {
   RetrievalOptions retrieval;
   float min_answer_score = 0.35f;          // best-match cosine below this gives the fallback answer
   // Best-match calibrated confidence (Answer::confidence) below this gives
-  // the fallback answer, in [0, 1]; 0 turns the check off. Calibrated per
-  // knowledge base, so one value means the same for every base and
-  // encoder: 0.5 refuses what is likelier absent from the base than there.
-  // Where no calibration could be fitted (no entry has two phrasings) only
-  // min_answer_score applies.
+  // the fallback answer, in [0, 1]; 0 turns the check off. 0.9 refuses
+  // about nine in ten of the questions the knowledge base cannot answer,
+  // whatever the base and encoder. Where no calibration could be fitted (a
+  // base of one entry) only min_answer_score applies.
   float min_answer_confidence = 0.0f;
   // A question with fewer letters and digits than this (any script; one
   // CJK character is one letter) has too little to match: it gets the
