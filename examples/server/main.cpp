@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <iterator>
+#include <optional>
 #include <string>
 #include <thread>
 #include <type_traits>
@@ -63,6 +64,11 @@ struct ServerOptions {
   std::size_t workers = 2;
   std::size_t max_pending = 1024;
   std::string access_log;
+  // Answer quality (docs/answer-quality.md): engine defaults a request may
+  // override, and the word list retrieval segments CJK text with.
+  float min_answer_confidence = 0;
+  std::optional<float> semantic_target_error_rate;
+  std::string word_dictionary;
 };
 
 void print_usage(std::FILE* to) {
@@ -82,6 +88,14 @@ void print_usage(std::FILE* to) {
       "                           the file is imported into it first\n"
       "%s%s"
       "  --model-name NAME        the model name /v1/embeddings and /v2/models serve (default rapidqa-encoder)\n"
+      "Answers (docs/answer-quality.md):\n"
+      "  --min-answer-confidence X  answer only at a calibrated confidence of X or more, in [0, 1]\n"
+      "                           (default 0: off; a request's min_answer_confidence overrides it)\n"
+      "  --semantic-target-error-rate X\n"
+      "                           semantic-cache hits decided by thresholds learned to keep wrong hits at\n"
+      "                           or under X, in (0, 0.5] (default: the fixed threshold)\n"
+      "  --word-dictionary FILE   word list (\"word count [tag]\" lines, e.g. python3-jieba's dict.txt) to\n"
+      "                           segment Chinese text into words for retrieval (default: none)\n"
       "Listening:\n"
       "  --address ADDR           interface to listen on (default 127.0.0.1; 0.0.0.0 for every one)\n"
       "  --port N                 port (default 8080; 0 picks a free one, printed on stderr)\n"
@@ -164,6 +178,20 @@ int parse_args(int argc, char** argv, ServerOptions& o) {
       field = v;
       return true;
     };
+    // A number in [low, high] (or (low, high] without low_included).
+    auto fraction = [&](float low, bool low_included, float high, float& field) -> bool {
+      const char* v = value();
+      if (!v) return false;
+      char* end = nullptr;
+      const float x = std::strtof(v, &end);
+      if (!*v || *end != '\0' || !(low_included ? x >= low : x > low) || !(x <= high)) {
+        std::fprintf(stderr, "rapidqa-server: %s must be a number in %c%g, %g], not '%s'\n", arg.c_str(),
+                     low_included ? '[' : '(', low, high, v);
+        return false;
+      }
+      field = x;
+      return true;
+    };
     bool ok = true;
     if (arg == "--help" || arg == "-h") {
       print_usage(stdout);
@@ -234,6 +262,14 @@ int parse_args(int argc, char** argv, ServerOptions& o) {
       ok = count(1, 10000000, o.max_pending);
     } else if (arg == "--access-log") {
       ok = text(o.access_log);
+    } else if (arg == "--min-answer-confidence") {
+      ok = fraction(0.0f, true, 1.0f, o.min_answer_confidence);
+    } else if (arg == "--semantic-target-error-rate") {
+      float rate = 0;
+      ok = fraction(0.0f, false, 0.5f, rate);
+      if (ok) o.semantic_target_error_rate = rate;
+    } else if (arg == "--word-dictionary") {
+      ok = text(o.word_dictionary);
     } else {
       std::fprintf(stderr, "rapidqa-server: unknown option '%s' (see --help)\n", arg.c_str());
       return 2;
@@ -296,6 +332,9 @@ int tool_main(int argc, char** argv) {
     return rc;
   }
   engine_options.knowledge_store = options.store;
+  engine_options.min_answer_confidence = options.min_answer_confidence;
+  engine_options.semantic_cache.target_error_rate = options.semantic_target_error_rate;
+  engine_options.retrieval.word_dictionary = options.word_dictionary;
   auto created = rapidqa::QAEngine::create(std::move(engine_options));
   if (!created) {
     std::fprintf(stderr, "rapidqa-server: %s\n", created.status().to_string().c_str());

@@ -265,6 +265,37 @@ def case_plain_needs_to_be_asked_for():
     check(result.returncode != 0 and "certificate" in result.stderr, "unreadable certificate: %r" % result.stderr)
 
 
+def case_answer_quality_flags():
+    """--min-answer-confidence, --semantic-target-error-rate and
+    --word-dictionary reach the engine; out-of-range values are refused."""
+    for flag, value in (("--min-answer-confidence", "1.5"), ("--semantic-target-error-rate", "0"),
+                        ("--semantic-target-error-rate", "x")):
+        result = subprocess.run([SERVER, "--plain", "--port", "0", flag, value], capture_output=True, text=True,
+                                timeout=60)
+        check(result.returncode == 2 and flag in result.stderr, "%s %s: %r" % (flag, value, result.stderr))
+    words = os.path.join(WORK, "words.txt")
+    with open(words, "w", encoding="utf-8") as f:
+        f.write("密码 100 n\n重置 80 v\n")
+    with Server("--min-answer-confidence", "0.9999", "--semantic-target-error-rate", "0.02",
+                "--word-dictionary", words) as s:
+        status, _, body = curl(s.url("/v1/ask"), data=ask_body("I can't remember the password of my account, what now?"))
+        answer = json.loads(body)
+        check(status == 200 and answer["tier"] == "fallback", body)
+        check("min_answer_confidence" in answer["fallback_reason"], body)
+        status, _, body = curl(s.url("/v1/ask"), data=ask_body("I forgot my password"))
+        answer = json.loads(body)
+        check(answer["tier"] == "knowledge" and answer["confidence"] == 1.0, body)
+        # A request's own threshold overrides the server's.
+        status, _, body = curl(s.url("/v1/ask"), data=ask_body("I can't remember the password of my account, what now?",
+                                                               min_answer_confidence=0))
+        check(json.loads(body)["tier"] == "knowledge", body)
+        status, _, body = curl(s.url("/v1/ask"), data=ask_body("I forgot the password"))
+        check(json.loads(body)["cache_decision"] != "", body)
+        status, _, metrics = curl(s.url("/metrics"), "-H", "Authorization: Bearer " + TOKEN)
+        check("rapidqa_semantic_outcomes_total" in metrics, metrics[-400:])
+        check(s.stop() == 0, "exit code")
+
+
 def case_token_protects_administration():
     with Server() as s:
         status, _, body = curl(s.url("/v1/entries/shop-en-reset-password"))
