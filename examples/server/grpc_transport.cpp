@@ -121,6 +121,7 @@ std::string ask_body(const pb::AskRequest& r) {
   if (r.has_semantic_threshold()) body["semantic_threshold"] = r.semantic_threshold();
   if (r.has_top_k()) body["top_k"] = r.top_k();
   if (r.has_min_answer_score()) body["min_answer_score"] = r.min_answer_score();
+  if (r.has_min_answer_confidence()) body["min_answer_confidence"] = r.min_answer_confidence();
   if (r.has_timeout_ms()) body["timeout_ms"] = r.timeout_ms();
   if (!r.priority().empty()) body["priority"] = r.priority();
   return body.dump(-1, ' ', false, json::error_handler_t::replace);
@@ -146,6 +147,9 @@ void fill_answer(const Answer& a, pb::Answer* out) {
   }
   if (a.extracted) out->set_extracted_from(a.extracted->entry_id);
   out->set_generated(a.generated);
+  out->set_confidence(a.confidence);
+  out->set_fallback_reason(a.fallback_reason);
+  out->set_cache_decision(a.cache_decision);
 }
 
 // What the access log keeps of a typed ask.

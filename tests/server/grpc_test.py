@@ -95,6 +95,16 @@ def case_grpc_ask_unary_and_errors():
         # A short deadline is the engine's budget; the hashing encoder meets it.
         quick = qa.Ask(s_.qa.AskRequest(question="When are you open?"), timeout=0.5)
         check(quick.answer, "deadline answer")
+        # The calibrated confidence, a threshold on it and the fallback's reason.
+        check(answer.confidence == 1.0 or 0.0 <= answer.confidence <= 1.0, str(answer))
+        paraphrase = "I can't remember the password of my account, what now?"
+        strict = qa.Ask(s_.qa.AskRequest(question=paraphrase, min_answer_confidence=0.9999), timeout=10)
+        check(strict.tier == "fallback" and "min_answer_confidence" in strict.fallback_reason, str(strict))
+        short = qa.Ask(s_.qa.AskRequest(question="q"), timeout=10)
+        check(short.tier == "fallback" and "too little to match" in short.fallback_reason, str(short))
+        strict_batch = qa.AskBatch(s_.qa.AskBatchRequest(questions=[paraphrase], min_answer_confidence=0.9999),
+                                   timeout=10)
+        check(strict_batch.answers[0].answer.tier == "fallback", str(strict_batch))
         batch = qa.AskBatch(s_.qa.AskBatchRequest(questions=[QUESTION, "", "When are you open?"]), timeout=10)
         check(len(batch.answers) == 3 and batch.answers[0].answer.entry_id == "shop-en-reset-password", str(batch))
         check(batch.answers[1].error.code == "invalid_argument", str(batch.answers[1]))
