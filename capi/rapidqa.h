@@ -155,6 +155,10 @@ typedef struct rqa_engine_options {
                                         wrong hits at or under this share; 0 = the fixed threshold (0) */
   float semantic_verification_rate;  /* share of would-be hits checked by retrieval in that mode, in (0, 1];
                                         0 = the default (0.05) */
+  const char* retrieval_fusion;      /* how retrieval ranks: "fitted" (NULL or "": the default), "rrf" or
+                                        "dense" (the encoder's cosine alone) */
+  const char* word_dictionary;       /* word list ("word count [tag]" lines, e.g. python3-jieba's dict.txt)
+                                        for segmenting CJK text; NULL or "" = none. Borrowed during create. */
 } rqa_engine_options;
 
 RQA_API void rqa_engine_options_init(rqa_engine_options* options);

@@ -343,6 +343,23 @@ rqa_status rqa_engine_create(const rqa_engine_options* options, rqa_engine** out
       if (c.semantic_target_error_rate != 0) o.semantic_cache.target_error_rate = c.semantic_target_error_rate;
       if (c.semantic_verification_rate != 0) o.semantic_cache.verification_rate = c.semantic_verification_rate;
     }
+    const bool has_retrieval = c.struct_size >= offsetof(rqa_engine_options, word_dictionary) + sizeof(const char*);
+    if (has_retrieval) {
+      if (c.retrieval_fusion && *c.retrieval_fusion) {
+        const std::string fusion = c.retrieval_fusion;
+        if (fusion == "fitted") {
+          o.retrieval.fusion = rapidqa::RetrievalFusion::kFitted;
+        } else if (fusion == "rrf") {
+          o.retrieval.fusion = rapidqa::RetrievalFusion::kReciprocalRank;
+        } else if (fusion == "dense") {
+          o.retrieval.fusion = rapidqa::RetrievalFusion::kDense;
+        } else {
+          return fail(RQA_INVALID_ARGUMENT,
+                      fmt::format("retrieval_fusion: '{}' is not fitted, rrf or dense", c.retrieval_fusion));
+        }
+      }
+      if (c.word_dictionary) o.retrieval.word_dictionary = c.word_dictionary;
+    }
     auto engine = rapidqa::QAEngine::create(std::move(o));
     if (!engine) return report(engine.status());
     *out = new rqa_engine{std::move(engine).value()};

@@ -173,6 +173,25 @@ static void test_answer_quality_options(void) {
   CHECK(strlen(rqa_answer_cache_decision(answer)) > 0);
   rqa_answer_destroy(answer);
   CHECK(rqa_answer_confidence(NULL) == -1.0f);
+  rqa_engine_destroy(engine);
+  engine = NULL;
+
+  /* Retrieval's ranking and word list. */
+  rqa_engine_options_init(&options);
+  options.retrieval_fusion = "bm25";
+  CHECK(rqa_engine_create(&options, &engine) == RQA_INVALID_ARGUMENT);
+  CHECK(strstr(rqa_last_error(), "retrieval_fusion") != NULL);
+  options.retrieval_fusion = "rrf";
+  options.word_dictionary = "/no/such/dict.txt";
+  CHECK(rqa_engine_create(&options, &engine) == RQA_NOT_FOUND);
+  CHECK(strstr(rqa_last_error(), "word_dictionary") != NULL);
+  options.retrieval_fusion = "dense";
+  options.word_dictionary = NULL;
+  CHECK(rqa_engine_create(&options, &engine) == RQA_OK);
+  CHECK(rqa_engine_load_knowledge(engine, RAPIDQA_SOURCE_DIR "/examples/data/faq.jsonl", &loaded) == RQA_OK);
+  CHECK(rqa_engine_ask(engine, "How do I reset my password?", &answer) == RQA_OK);
+  CHECK(strcmp(rqa_answer_entry_id(answer), "shop-en-reset-password") == 0);
+  rqa_answer_destroy(answer);
   CHECK(strcmp(rqa_answer_fallback_reason(NULL), "") == 0);
   rqa_engine_destroy(engine);
 }
