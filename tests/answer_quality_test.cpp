@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <random>
+#include <thread>
 #include <string>
 #include <vector>
 
@@ -157,7 +158,7 @@ TEST_CASE("The error-bound learner starts at the given threshold and learns from
   for (int i = 0; i < 1000; ++i) {
     const float s = unit(random), lead = 0.3f * unit(random);
     const bool right = s + lead > 0.95f;
-    learner.record(100 + i, s, lead, right, 1.0);
+    if (learner.record(100 + i, s, lead, right, 1.0)) learner.learn();
   }
   REQUIRE(learner.learned());
   const float narrow = learner.threshold_for(1, 0.0f, &why), wide = learner.threshold_for(1, 0.25f);
@@ -180,7 +181,9 @@ TEST_CASE("A cached question seen wrong needs more than that similarity from the
 
 TEST_CASE("When nothing keeps errors under the target, nothing hits", "[semantic][error-bound]") {
   ErrorBoundLearner learner(0.01f, 0.9f);
-  for (int i = 0; i < 400; ++i) learner.record(i, 0.5f + 0.001f * static_cast<float>(i), 0.05f, i % 2 == 0, 1.0);
+  for (int i = 0; i < 400; ++i) {
+    if (learner.record(i, 0.5f + 0.001f * static_cast<float>(i), 0.05f, i % 2 == 0, 1.0)) learner.learn();
+  }
   std::string why;
   CHECK(learner.threshold_for(100000, 0.05f, &why) == Approx(ErrorBoundLearner::kNoHit));
   CHECK_THAT(why, Catch::Contains("under the target"));
@@ -202,13 +205,13 @@ TEST_CASE("The learner keeps wrong hits under its target on a simulated stream",
       ++decisions;
       if (s >= learner.threshold_for(i, lead)) {
         if (unit(random) < 0.05f) {
-          learner.record(i, s, lead, right, 20.0);
+          if (learner.record(i, s, lead, right, 20.0)) learner.learn();
         } else {
           ++hits;
           wrong_hits += !right;
         }
       } else {
-        learner.record(i, s, lead, right, 1.0);
+        if (learner.record(i, s, lead, right, 1.0)) learner.learn();
       }
     }
     INFO("target " << target << ": hits " << hits << ", wrong " << wrong_hits);
@@ -269,6 +272,54 @@ TEST_CASE("The semantic cache in error-bound mode explains and verifies its deci
   options.target_error_rate = 0.02f;
   options.verification_rate = 0.0f;
   CHECK_FALSE(rapidqa::SemanticCache::create(options).is_ok());
+}
+
+TEST_CASE("Lookups, outcomes and refits run together from many threads", "[semantic][error-bound]") {
+  rapidqa::SemanticCacheOptions options;
+  options.dimension = 8;
+  options.similarity_threshold = 0.5f;
+  options.target_error_rate = 0.05f;
+  options.verification_rate = 0.2f;
+  auto cache = rapidqa::SemanticCache::create(options);
+  REQUIRE(cache.is_ok());
+  rapidqa::SemanticCache& c = **cache;
+  const auto unit_vector = [](std::mt19937& random) {
+    std::normal_distribution<float> normal;
+    std::vector<float> v(8);
+    float norm = 0;
+    for (float& x : v) {
+      x = normal(random);
+      norm += x * x;
+    }
+    for (float& x : v) x /= std::sqrt(norm);
+    return v;
+  };
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      std::mt19937 random(static_cast<unsigned>(t));
+      for (int i = 0; i < 1500; ++i) {
+        const auto v = unit_vector(random);
+        const std::string question = "how do i pay";  // one text: the near-miss guard (numbers) stays out of it
+        auto found = c.lookup(v.data(), question);
+        if (found.observation) c.record_outcome(*found.observation, i % 3 == 0 ? "other" : found.observation->entry_id);
+        if (!found.answer) {
+          rapidqa::Answer a;
+          a.text = "answer";
+          a.tier = rapidqa::AnswerTier::kKnowledge;
+          a.score = 0.9f;
+          a.matches.push_back({"entry-" + std::to_string(i % 50), 0.9f, 1});
+          c.insert(v.data(), question, a);
+        }
+        if (t == 0 && i % 500 == 499) c.clear();
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  const auto stats = c.stats();
+  CHECK(stats.outcomes > 1000);
+  CHECK(stats.wrong_outcomes > 0);
+  CHECK(stats.hits + stats.misses == 6000);
 }
 
 TEST_CASE("The engine records the semantic tier's outcomes and says what it decided", "[semantic][error-bound][engine]") {

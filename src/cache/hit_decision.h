@@ -24,7 +24,8 @@
 // the nearest cached question stands clear. A cached question seen wrong at
 // some similarity needs more than that from then on.
 //
-// Thread safety: thread-compatible; SemanticCache guards it.
+// Thread safety: thread-compatible; SemanticCache guards it, and runs
+// fit() (the costly part, a fraction of a millisecond) outside its lock.
 #pragma once
 
 #include <array>
@@ -33,6 +34,7 @@
 #include <deque>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 namespace rapidqa::cache {
 
@@ -46,10 +48,34 @@ class ErrorBoundLearner {
 
   ErrorBoundLearner(float target_error_rate, float starting_threshold);
 
+  struct Outcome {
+    float similarity, lead;
+    bool right;
+    double weight;
+  };
+  // The fit: standardised (similarity, lead) -> log-odds of right, and the
+  // log-odds a lookup needs (infinite: none qualifies).
+  struct Model {
+    std::array<double, 2> mean{}, scale{1, 1}, weights{};
+    double bias = 0, cut = 0;
+  };
+
   // One verified outcome of cached question `cached`: the new question's
   // similarity to it and lead over the next cached question (its similarity
   // when there is none); weight is 1 / the probability it was verified.
-  void record(std::int64_t cached, float similarity, float lead, bool right, double weight);
+  // Returns true when a new model is due (see relearn_from).
+  bool record(std::int64_t cached, float similarity, float lead, bool right, double weight);
+  // The outcomes a new model learns from.
+  std::vector<Outcome> window() const { return {window_.begin(), window_.end()}; }
+  // Fits a model to outcomes, starting from `from` (the current model, so
+  // few steps are needed): pure, so it can run without the lock that
+  // guards the learner. Then install() it.
+  static Model fit(const std::vector<Outcome>& outcomes, double target, const Model& from, bool first);
+  const Model& model() const { return model_; }
+  void install(const Model& model);
+  // fit() and install() in one, for a caller that holds no lock.
+  void learn() { install(fit(window(), target_, model_, !learned_)); }
+  float target() const { return target_; }
   // The similarity a new question needs to this cached question, given its
   // lead, and why in a few words.
   float threshold_for(std::int64_t cached, float lead, std::string* why = nullptr) const;
@@ -60,22 +86,12 @@ class ErrorBoundLearner {
   std::size_t outcomes() const { return recorded_; }
 
  private:
-  struct Outcome {
-    float similarity, lead;
-    bool right;
-    double weight;
-  };
-  void relearn();
-
   float target_;
   float starting_threshold_;
   std::deque<Outcome> window_;
   std::size_t recorded_ = 0;
   bool learned_ = false;
-  // The fit: standardised (similarity, lead) -> log-odds of right, and the
-  // log-odds a lookup needs (infinite: none qualifies).
-  std::array<double, 2> mean_{}, scale_{1, 1}, weights_{};
-  double bias_ = 0, cut_ = 0;
+  Model model_;
   std::unordered_map<std::int64_t, float> wrong_above_;  // highest similarity a wrong outcome was seen at
 };
 

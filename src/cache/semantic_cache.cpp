@@ -326,15 +326,31 @@ void SemanticCache::record_outcome(const HitObservation& observation, const std:
   const bool right = !retrieved_entry_id.empty() && retrieved_entry_id == observation.entry_id;
   impl_->outcomes.fetch_add(1, std::memory_order_relaxed);
   if (!right) impl_->wrong_outcomes.fetch_add(1, std::memory_order_relaxed);
-  std::lock_guard<std::mutex> learn(impl_->learn_mu);
-  auto learner = impl_->learners.find(observation.tenant);
-  if (learner == impl_->learners.end()) {
-    learner = impl_->learners
-                  .emplace(observation.tenant, cache::ErrorBoundLearner(*impl_->options.target_error_rate,
-                                                                        impl_->options.similarity_threshold))
-                  .first;
+  std::vector<cache::ErrorBoundLearner::Outcome> window;
+  cache::ErrorBoundLearner::Model from;
+  bool first = false;
+  {
+    std::lock_guard<std::mutex> learn(impl_->learn_mu);
+    auto learner = impl_->learners.find(observation.tenant);
+    if (learner == impl_->learners.end()) {
+      learner = impl_->learners
+                    .emplace(observation.tenant, cache::ErrorBoundLearner(*impl_->options.target_error_rate,
+                                                                          impl_->options.similarity_threshold))
+                    .first;
+    }
+    if (!learner->second.record(observation.cached, observation.similarity, observation.lead, right,
+                                observation.weight)) {
+      return;
+    }
+    window = learner->second.window();
+    from = learner->second.model();
+    first = !learner->second.learned();
   }
-  learner->second.record(observation.cached, observation.similarity, observation.lead, right, observation.weight);
+  // The fit takes a fraction of a millisecond: lookups must not wait on it.
+  const auto model = cache::ErrorBoundLearner::fit(window, *impl_->options.target_error_rate, from, first);
+  std::lock_guard<std::mutex> learn(impl_->learn_mu);
+  const auto learner = impl_->learners.find(observation.tenant);
+  if (learner != impl_->learners.end()) learner->second.install(model);  // gone: the cache was cleared
 }
 
 void SemanticCache::insert(const float* vector, const std::string& question, Answer answer, const std::string& tenant,
