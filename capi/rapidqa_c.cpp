@@ -346,17 +346,9 @@ rqa_status rqa_engine_create(const rqa_engine_options* options, rqa_engine** out
     const bool has_retrieval = c.struct_size >= offsetof(rqa_engine_options, word_dictionary) + sizeof(const char*);
     if (has_retrieval) {
       if (c.retrieval_fusion && *c.retrieval_fusion) {
-        const std::string fusion = c.retrieval_fusion;
-        if (fusion == "fitted") {
-          o.retrieval.fusion = rapidqa::RetrievalFusion::kFitted;
-        } else if (fusion == "rrf") {
-          o.retrieval.fusion = rapidqa::RetrievalFusion::kReciprocalRank;
-        } else if (fusion == "dense") {
-          o.retrieval.fusion = rapidqa::RetrievalFusion::kDense;
-        } else {
-          return fail(RQA_INVALID_ARGUMENT,
-                      fmt::format("retrieval_fusion: '{}' is not fitted, rrf or dense", c.retrieval_fusion));
-        }
+        auto fusion = rapidqa::retrieval_fusion_from_name(c.retrieval_fusion);
+        if (!fusion) return fail(RQA_INVALID_ARGUMENT, "retrieval_fusion: " + fusion.status().message());
+        o.retrieval.fusion = fusion.value();
       }
       if (c.word_dictionary) o.retrieval.word_dictionary = c.word_dictionary;
     }

@@ -19,6 +19,9 @@
 #include <cstddef>
 #include <string>
 
+#include "rapidqa/export.h"
+#include "rapidqa/status.h"
+
 namespace rapidqa {
 
 enum class RetrievalFusion {
@@ -26,6 +29,10 @@ enum class RetrievalFusion {
   kReciprocalRank, // BM25 and cosine ranks fused by 1 / (60 + rank), no fitting
   kFitted,         // the linear ranker fitted on the knowledge base's phrasings
 };
+// "dense", "rrf", "fitted": the names the tools, the server and the C ABI take.
+RAPIDQA_EXPORT const char* retrieval_fusion_name(RetrievalFusion fusion) noexcept;
+// The fusion a name gives; kInvalidArgument naming the three for any other.
+RAPIDQA_EXPORT Result<RetrievalFusion> retrieval_fusion_from_name(const std::string& name);
 
 struct RetrievalOptions {
   // The fitted ranker by default: it leads the cosine on every question set
