@@ -125,16 +125,12 @@ int parse_args(int argc, char** argv, EvalOptions& o) {
     } else if (arg == "--fusion") {
       std::string mode;
       if (!text(mode)) return 2;
-      if (mode == "fitted") {
-        o.fusion = rapidqa::RetrievalFusion::kFitted;
-      } else if (mode == "rrf") {
-        o.fusion = rapidqa::RetrievalFusion::kReciprocalRank;
-      } else if (mode == "dense") {
-        o.fusion = rapidqa::RetrievalFusion::kDense;
-      } else {
-        std::fprintf(stderr, "rapidqa-eval: --fusion must be fitted, rrf or dense, not '%s'\n", mode.c_str());
+      auto fusion = rapidqa::retrieval_fusion_from_name(mode);
+      if (!fusion) {
+        std::fprintf(stderr, "rapidqa-eval: --fusion: %s\n", fusion.status().message().c_str());
         return 2;
       }
+      o.fusion = fusion.value();
     } else if (arg == "--semantic-thresholds") {
       std::string list;
       if (!text(list) || !parse_thresholds(list, o.thresholds)) return 2;
@@ -217,6 +213,9 @@ struct StreamRow {
   float target = -1;     // the error-bound mode's target
   std::size_t decisions = 0, hits = 0, false_hits = 0;
   std::uint64_t verifications = 0, outcomes = 0;
+  // Right and wrong hits, each over all decisions.
+  double hit_rate() const { return decisions ? double(hits - false_hits) / double(decisions) : 0.0; }
+  double false_hit_rate() const { return decisions ? double(false_hits) / double(decisions) : 0.0; }
 };
 
 // Every paraphrase after its entry's first phrasing and every labelled
@@ -275,9 +274,7 @@ double best_fixed_hit_rate(const std::vector<StreamRow>& rows, const StreamRow& 
   double best = 0;
   for (const StreamRow& r : rows) {
     if (r.target >= 0 || r.decisions == 0) continue;
-    if (r.false_hits * row.decisions <= row.false_hits * r.decisions) {
-      best = std::max(best, double(r.hits - r.false_hits) / double(r.decisions));
-    }
+    if (r.false_hits * row.decisions <= row.false_hits * r.decisions) best = std::max(best, r.hit_rate());
   }
   return best;
 }
@@ -343,11 +340,14 @@ int tool_main(int argc, char** argv) {
   if (options.thresholds.empty()) options.thresholds.push_back(default_threshold);
   // An engine loaded with the knowledge base; target: the error-bound
   // mode's target error rate.
-  double load_seconds = 0;
-  rapidqa::KnowledgeLoadReport report;
-  const auto make_engine = [&](std::optional<float> target) -> std::unique_ptr<rapidqa::QAEngine> {
+  struct LoadedEngine {
+    std::unique_ptr<rapidqa::QAEngine> engine;
+    rapidqa::KnowledgeLoadReport report;
+    double seconds = 0;
+  };
+  const auto make_engine = [&](std::optional<float> target) -> std::optional<LoadedEngine> {
     rapidqa::EngineOptions engine_options;
-    if (options.encoder.make("rapidqa-eval", engine_options.encoder) != 0) return nullptr;
+    if (options.encoder.make("rapidqa-eval", engine_options.encoder) != 0) return std::nullopt;
     engine_options.retrieval.fusion = options.fusion;
     if (options.word_dictionary != "none") engine_options.retrieval.word_dictionary = options.word_dictionary;
     engine_options.top_k = 10;
@@ -355,32 +355,30 @@ int tool_main(int argc, char** argv) {
     // Every question reaches the semantic tier: no exact tier answers first.
     engine_options.enable_result_cache = false;
     engine_options.enable_knowledge_cache = false;
-    auto engine = rapidqa::QAEngine::create(std::move(engine_options));
-    if (!engine) {
-      std::fprintf(stderr, "rapidqa-eval: %s\n", engine.status().to_string().c_str());
-      return nullptr;
+    auto created = rapidqa::QAEngine::create(std::move(engine_options));
+    if (!created) {
+      std::fprintf(stderr, "rapidqa-eval: %s\n", created.status().to_string().c_str());
+      return std::nullopt;
     }
     const auto load_started = std::chrono::steady_clock::now();
-    auto loaded = (*engine)->load_knowledge(options.kb);
+    auto loaded = (*created)->load_knowledge(options.kb);
     if (!loaded) {
       std::fprintf(stderr, "rapidqa-eval: %s\n", loaded.status().to_string().c_str());
-      return nullptr;
+      return std::nullopt;
     }
-    load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - load_started).count();
-    report = std::move(loaded).value();
-    return std::move(engine).value();
+    return LoadedEngine{std::move(created).value(), std::move(loaded).value(),
+                        std::chrono::duration<double>(std::chrono::steady_clock::now() - load_started).count()};
   };
-  auto engine_holder = make_engine(std::nullopt);
-  if (!engine_holder) return 1;
-  auto* engine = &engine_holder;
-  const rapidqa::KnowledgeLoadReport* loaded = &report;
+  auto measured = make_engine(std::nullopt);
+  if (!measured) return 1;
+  rapidqa::QAEngine& engine = *measured->engine;
+  const rapidqa::KnowledgeLoadReport& loaded = measured->report;
+  const double load_seconds = measured->seconds;
   std::fprintf(stderr, "loaded %zu entries (%zu phrasings) in %.1f s; encoder %s; fusion %s; words %s\n",
-               loaded->entries, loaded->phrasings, load_seconds, (*engine)->encoder().name().c_str(),
-               options.fusion == rapidqa::RetrievalFusion::kFitted      ? "fitted"
-               : options.fusion == rapidqa::RetrievalFusion::kDense     ? "dense"
-                                                                         : "rrf",
+               loaded.entries, loaded.phrasings, load_seconds, engine.encoder().name().c_str(),
+               rapidqa::retrieval_fusion_name(options.fusion),
                options.word_dictionary.c_str());
-  std::fprintf(stderr, "ranking: %s\n", loaded->ranking.c_str());
+  std::fprintf(stderr, "ranking: %s\n", loaded.ranking.c_str());
 
   // Retrieval, with every cache skipped so each question is a full miss.
   std::size_t top1 = 0, top3 = 0, fallbacks = 0, failed = 0;
@@ -400,7 +398,7 @@ int tool_main(int argc, char** argv) {
   for (std::size_t i = 0; i < queries.size(); ++i) {
     const auto& [question, expected] = queries[i];
     const auto started = std::chrono::steady_clock::now();
-    auto answer = (*engine)->ask(question, uncached);
+    auto answer = engine.ask(question, uncached);
     latencies_us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - started).count());
     if (!answer) {
       ++failed;  // an empty or oversize question: counted, and as wrong
@@ -430,7 +428,7 @@ int tool_main(int argc, char** argv) {
   }
   const double n = static_cast<double>(queries.size());
   for (std::size_t i = 0; i < ood_queries.size(); ++i) {
-    auto answer = (*engine)->ask(ood_queries[i].first, uncached);
+    auto answer = engine.ask(ood_queries[i].first, uncached);
     if (answer) out_of_domain.push_back(judged(*answer, false));
     progress("out-of-domain", i + 1, ood_queries.size());
   }
@@ -449,18 +447,18 @@ int tool_main(int argc, char** argv) {
     const std::string prefix = fmt::format("t{}-", threshold);
     for (std::size_t i = 0; i < queries.size(); ++i) {
       const auto& [question, expected] = queries[i];
-      auto first = (*engine)->entry(expected);
+      auto first = engine.entry(expected);
       if (!first) continue;  // the expected id is not in the base: nothing to cache first
       ask.tenant = prefix + "p" + std::to_string(i);
-      (void)(*engine)->ask(first->question, ask);
-      auto answer = (*engine)->ask(question, ask);
+      (void)engine.ask(first->question, ask);
+      auto answer = engine.ask(question, ask);
       ++row.paraphrases;
       row.hits += answer && answer->tier == rapidqa::AnswerTier::kSemanticCache;
     }
     for (std::size_t i = 0; i < negpairs.size(); ++i) {
       ask.tenant = prefix + "n" + std::to_string(i);
-      (void)(*engine)->ask(negpairs[i].first, ask);
-      auto answer = (*engine)->ask(negpairs[i].second, ask);
+      (void)engine.ask(negpairs[i].first, ask);
+      auto answer = engine.ask(negpairs[i].second, ask);
       ++row.pairs;
       row.false_hits += answer && answer->tier == rapidqa::AnswerTier::kSemanticCache;
     }
@@ -471,28 +469,28 @@ int tool_main(int argc, char** argv) {
   std::vector<StreamRow> stream_rows;
   std::size_t stream_decisions = 0;
   if (!options.targets.empty()) {
-    const std::vector<std::string> stream = build_stream(**engine, queries, negpairs);
+    const std::vector<std::string> stream = build_stream(engine, queries, negpairs);
     stream_decisions = stream.size();
     // What full retrieval answers for each question: the truth a hit is
     // judged by.
     std::map<std::string, std::string> truth;
     for (std::size_t i = 0; i < stream.size(); ++i) {
-      auto answer = (*engine)->ask(stream[i], uncached);
+      auto answer = engine.ask(stream[i], uncached);
       truth[stream[i]] = answer && answer->tier == rapidqa::AnswerTier::kKnowledge ? answer->entry_id() : "";
       progress("stream truth", i + 1, stream.size());
     }
     if (options.stream_thresholds.empty()) options.stream_thresholds = {0.80f, 0.84f, 0.88f, 0.90f, 0.92f, 0.94f, 0.96f, 0.98f};
     for (const float t : options.stream_thresholds) {
-      stream_rows.push_back(run_stream(**engine, stream, truth, fmt::format("fixed-{}", t), t));
+      stream_rows.push_back(run_stream(engine, stream, truth, fmt::format("fixed-{}", t), t));
       stream_rows.back().threshold = t;
       progress("fixed thresholds", stream_rows.size(), options.stream_thresholds.size());
     }
     for (const float target : options.targets) {
       auto bounded = make_engine(target);
       if (!bounded) return 1;
-      stream_rows.push_back(run_stream(*bounded, stream, truth, "error-bound", std::nullopt));
+      stream_rows.push_back(run_stream(*bounded->engine, stream, truth, "error-bound", std::nullopt));
       stream_rows.back().target = target;
-      const auto caches = bounded->metrics().caches;
+      const auto caches = bounded->engine->metrics().caches;
       stream_rows.back().verifications = caches.semantic_verifications;
       stream_rows.back().outcomes = caches.semantic_outcomes;
       std::fprintf(stderr, "error-bound target %.3f: done\n", target);
@@ -500,10 +498,10 @@ int tool_main(int argc, char** argv) {
   }
 
   nlohmann::json out;
-  out["knowledge_base"] = {{"entries", loaded->entries},
-                           {"phrasings", loaded->phrasings},
+  out["knowledge_base"] = {{"entries", loaded.entries},
+                           {"phrasings", loaded.phrasings},
                            {"load_seconds", load_seconds},
-                           {"ranking", loaded->ranking}};
+                           {"ranking", loaded.ranking}};
   out["retrieval"] = {{"questions", queries.size()},
                       {"top1", top1 / n},
                       {"top3", top3 / n},
@@ -550,8 +548,8 @@ int tool_main(int argc, char** argv) {
                             {"decisions", r.decisions},
                             {"hits", r.hits},
                             {"false_hits", r.false_hits},
-                            {"hit_rate", r.decisions ? double(r.hits - r.false_hits) / double(r.decisions) : 0.0},
-                            {"false_hit_rate", r.decisions ? double(r.false_hits) / double(r.decisions) : 0.0},
+                            {"hit_rate", r.hit_rate()},
+                            {"false_hit_rate", r.false_hit_rate()},
                             {"false_hit_rate_95", {low, high}}};
       if (r.target < 0) {
         row["threshold"] = r.threshold;
@@ -569,7 +567,7 @@ int tool_main(int argc, char** argv) {
     std::puts(rapidqa::tools::json_line(out).c_str());
     return 0;
   }
-  std::printf("retrieval over %zu questions (%zu entries):\n", queries.size(), loaded->entries);
+  std::printf("retrieval over %zu questions (%zu entries):\n", queries.size(), loaded.entries);
   std::printf("  top-1 %.3f  top-3 %.3f  MRR@10 %.3f  fallback %.3f  refused %zu\n", top1 / n, top3 / n,
               reciprocal_ranks / n, fallbacks / n, failed);
   std::printf("  latency p50 %.0f us  p95 %.0f us  p99 %.0f us\n", percentile(latencies_us, 0.50),
@@ -588,12 +586,11 @@ int tool_main(int argc, char** argv) {
                 stream_decisions);
     for (const StreamRow& r : stream_rows) {
       const auto [low, high] = wilson(r.false_hits, r.decisions);
-      const double right = r.decisions ? double(r.hits - r.false_hits) / double(r.decisions) : 0.0;
-      const double wrong = r.decisions ? double(r.false_hits) / double(r.decisions) : 0.0;
       const std::string mode =
           r.target < 0 ? fmt::format("fixed {:.2f}", r.threshold) : fmt::format("error-bound {:.3f}", r.target);
       const std::string best = r.target < 0 ? "" : fmt::format("{:.3f}", best_fixed_hit_rate(stream_rows, r));
-      std::printf("  %-22s  %8.3f  %6.4f [%.4f, %.4f]  %s\n", mode.c_str(), right, wrong, low, high, best.c_str());
+      std::printf("  %-22s  %8.3f  %6.4f [%.4f, %.4f]  %s\n", mode.c_str(), r.hit_rate(), r.false_hit_rate(), low,
+                  high, best.c_str());
     }
   }
   if (!out_of_domain.empty()) {
