@@ -129,17 +129,36 @@ struct SemanticCache::Impl {
     return it->second;
   }
 
-  // Takes a label out of its namespace's index; the store item goes separately.
-  void unindex(const Store::Item& item) {  // needs mu held exclusively
-    if (options.target_error_rate) {
-      std::lock_guard<std::mutex> learning(learn_mu);
-      const auto learner = learners.find(item.value.tenant);
-      if (learner != learners.end()) learner->second.forget(item.key);
+  // The namespace's learner, made on first use; needs learn_mu held. A
+  // namespace has one while it has cached questions (see unindex).
+  cache::ErrorBoundLearner& learner_for(const std::string& tenant) {
+    auto it = learners.find(tenant);
+    if (it == learners.end()) {
+      it = learners.emplace(tenant, cache::ErrorBoundLearner(*options.target_error_rate, options.similarity_threshold))
+               .first;
     }
-    const auto it = indexes.find(item.value.tenant);
-    if (it == indexes.end()) return;
-    it->second.remove(item.key);
-    if (it->second.size() == 0) indexes.erase(it);
+    return it->second;
+  }
+
+  // Takes a label out of its namespace's index; the store item goes
+  // separately. A namespace left empty loses its learner too, so tenants
+  // that come and go leave nothing behind.
+  void unindex(const Store::Item& item) {  // needs mu held exclusively
+    bool emptied = false;
+    if (const auto it = indexes.find(item.value.tenant); it != indexes.end()) {
+      it->second.remove(item.key);
+      emptied = it->second.size() == 0;
+      if (emptied) indexes.erase(it);
+    }
+    if (!options.target_error_rate) return;
+    std::lock_guard<std::mutex> learning(learn_mu);
+    const auto learner = learners.find(item.value.tenant);
+    if (learner == learners.end()) return;
+    if (emptied) {
+      learners.erase(learner);
+    } else {
+      learner->second.forget(item.key);
+    }
   }
 
   void erase_label(std::int64_t label) {  // needs mu held exclusively
@@ -262,13 +281,7 @@ SemanticLookup SemanticCache::lookup(const float* vector, const std::string& que
     float threshold = fixed_threshold;
     if (learning) {
       std::lock_guard<std::mutex> learn(impl_->learn_mu);
-      const auto learner = impl_->learners.find(query.tenant);
-      if (learner == impl_->learners.end()) {
-        threshold = impl_->options.similarity_threshold;
-        why = "the starting threshold, while outcomes are gathered";
-      } else {
-        threshold = learner->second.threshold_for(n.label, lead, &why);
-      }
+      threshold = impl_->learner_for(query.tenant).threshold_for(n.label, lead, &why);
     }
     if (result.threshold < 0) result.threshold = threshold;
     if (n.similarity < threshold) {
@@ -330,27 +343,24 @@ void SemanticCache::record_outcome(const HitObservation& observation, const std:
   cache::ErrorBoundLearner::Model from;
   bool first = false;
   {
+    // A namespace emptied since the lookup has no learner to teach.
+    std::shared_lock<std::shared_mutex> lock(impl_->mu);
+    if (!impl_->indexes.count(observation.tenant)) return;
     std::lock_guard<std::mutex> learn(impl_->learn_mu);
-    auto learner = impl_->learners.find(observation.tenant);
-    if (learner == impl_->learners.end()) {
-      learner = impl_->learners
-                    .emplace(observation.tenant, cache::ErrorBoundLearner(*impl_->options.target_error_rate,
-                                                                          impl_->options.similarity_threshold))
-                    .first;
-    }
-    if (!learner->second.record(observation.cached, observation.similarity, observation.lead, right,
-                                observation.weight)) {
+    cache::ErrorBoundLearner& learner = impl_->learner_for(observation.tenant);
+    if (!learner.record(observation.cached, observation.similarity, observation.lead, right, observation.weight)) {
       return;
     }
-    window = learner->second.window();
-    from = learner->second.model();
-    first = !learner->second.learned();
+    window = learner.window();
+    from = learner.model();
+    first = !learner.learned();
   }
   // The fit takes a fraction of a millisecond: lookups must not wait on it.
   const auto model = cache::ErrorBoundLearner::fit(window, *impl_->options.target_error_rate, from, first);
   std::lock_guard<std::mutex> learn(impl_->learn_mu);
   const auto learner = impl_->learners.find(observation.tenant);
-  if (learner != impl_->learners.end()) learner->second.install(model);  // gone: the cache was cleared
+  // Gone: the cache was cleared or the namespace emptied meanwhile.
+  if (learner != impl_->learners.end()) learner->second.install(model);
 }
 
 void SemanticCache::insert(const float* vector, const std::string& question, Answer answer, const std::string& tenant,

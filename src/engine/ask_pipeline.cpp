@@ -60,11 +60,9 @@ struct AskPipeline::Request {
   std::optional<Clock::time_point> deadline;
   std::vector<float> vector;
   bool streamed = false;       // on_token has been given generated text
-  float nearest_cached = -1;   // the semantic tier's nearest question
-  std::string near_miss;       // why the semantic tier refused a close question
-  float cache_threshold = -1;  // what that question needed
-  std::string cache_decision;  // the semantic tier's decision, in words
-  std::optional<HitObservation> observation;  // to check against this request's retrieval
+  // What the semantic tier saw and decided (its answer taken out), for the
+  // answer's explanation and the outcome to record after retrieval.
+  SemanticLookup semantic;
 };
 
 Status AskPipeline::fail(Status why) {
@@ -201,18 +199,12 @@ Status AskPipeline::encode(Request& request, std::optional<Answer>& degraded) {
 std::optional<Answer> AskPipeline::lookup_semantic_tier(Request& request) {
   if (!request.use.semantic) return std::nullopt;
   request.looked_up_semantic = true;
-  SemanticLookup cached =
+  request.semantic =
       parts_.tiers->lookup_semantic(request.vector.data(), request.key, request.options.semantic_threshold);
   request.timer.finish(Stage::kSemanticCache);
-  request.nearest_cached = cached.nearest_similarity;
-  request.near_miss = cached.refused_reason;
-  request.cache_threshold = cached.threshold;
-  request.cache_decision = std::move(cached.decision);
-  request.observation = std::move(cached.observation);
-  if (cached.answer && request.use.result) {
-    parts_.tiers->fill_result(request.key, *cached.answer, cache_ttl_of(*cached.answer));
-  }
-  return std::move(cached.answer);
+  std::optional<Answer> hit = std::exchange(request.semantic.answer, std::nullopt);
+  if (hit && request.use.result) parts_.tiers->fill_result(request.key, *hit, cache_ttl_of(*hit));
+  return hit;
 }
 
 Result<Answer> AskPipeline::retrieve_and_read(Request& request) {
@@ -222,14 +214,15 @@ Result<Answer> AskPipeline::retrieve_and_read(Request& request) {
   request.timer.finish(Stage::kRetrieve);
 
   Answer answer = answer_from_matches(matches, {request.min_score, request.min_confidence, engine.fallback_answer});
-  answer.nearest_cached_similarity = request.nearest_cached;
-  answer.near_miss_reason = request.near_miss;
-  answer.cache_threshold = request.cache_threshold;
-  answer.cache_decision = std::move(request.cache_decision);
-  if (request.observation) {
+  const SemanticLookup& semantic = request.semantic;
+  answer.nearest_cached_similarity = semantic.nearest_similarity;
+  answer.near_miss_reason = semantic.refused_reason;
+  answer.cache_threshold = semantic.threshold;
+  answer.cache_decision = semantic.decision;
+  if (semantic.observation) {
     // The cached answer the semantic tier passed over (or is checking) is
     // judged by what retrieval answered: the same entry, or not.
-    parts_.tiers->semantic()->record_outcome(*request.observation,
+    parts_.tiers->semantic()->record_outcome(*semantic.observation,
                                              answer.tier == AnswerTier::kKnowledge ? answer.entry_id() : std::string());
   }
   bool cacheable = true;

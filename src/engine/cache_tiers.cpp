@@ -76,10 +76,7 @@ SemanticLookup CacheTiers::lookup_semantic(const float* vector, const CacheKey& 
   query.tenant = key.tenant;
   query.similarity_threshold = threshold;
   SemanticLookup found = semantic_->lookup(vector, key.question, query);
-  if (found.answer) {
-    found.answer->tier = AnswerTier::kSemanticCache;
-    found.answer->nearest_cached_similarity = found.nearest_similarity;
-  }
+  if (found.answer) found.answer->tier = AnswerTier::kSemanticCache;  // with the lookup's explanation
   return found;
 }
 

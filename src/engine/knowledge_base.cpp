@@ -366,10 +366,6 @@ std::vector<KnowledgeMatch> KnowledgeBase::entries_from(const std::vector<retrie
   return matches;
 }
 
-retrieval::RetrievalEvidence KnowledgeBase::evidence_of(const KnowledgeMatch& best) {
-  return {best.similarity, best.repeats_phrasing};
-}
-
 std::vector<KnowledgeMatch> KnowledgeBase::search(const float* query, std::size_t top_k) const {
   return search(std::string_view(), query, top_k);
 }
@@ -380,7 +376,10 @@ std::vector<KnowledgeMatch> KnowledgeBase::search(std::string_view normalized_qu
   // Several phrasings of one entry can crowd the top: fetch more phrasings
   // than entries wanted.
   auto matches = entries_from(ranked_phrasings(normalized_question, query, std::max<std::size_t>(top_k * 4, 8)), top_k);
-  if (!matches.empty()) matches.front().confidence = calibration_.confidence(evidence_of(matches.front()));
+  if (!matches.empty()) {
+    KnowledgeMatch& best = matches.front();
+    best.confidence = calibration_.confidence({best.similarity, best.repeats_phrasing});
+  }
   return matches;
 }
 

@@ -173,7 +173,6 @@ class KnowledgeBase {
   using LabelFilter = std::function<bool(std::int64_t)>;
   std::vector<KnowledgeMatch> entries_from(const std::vector<retrieval::RankedPhrasing>& ranked, std::size_t top_k,
                                            const LabelFilter& skip = nullptr) const;
-  static retrieval::RetrievalEvidence evidence_of(const KnowledgeMatch& best);
   // A phrasing as the BM25 index reads it (it was validated when stored).
   std::string lexical_text(const std::string& phrasing) const;
 
