@@ -5,6 +5,7 @@
 
 #include "rapidqa/hashing_encoder.h"
 #include "rapidqa/text_normalizer.h"
+#include "text/feature_hash.h"
 
 using rapidqa::HashingEncoder;
 
@@ -178,4 +179,24 @@ TEST_CASE("The learned state restores the same vectors and the same fingerprint"
   CHECK((*fresh)->fingerprint() == before);
   REQUIRE((*fresh)->restore_learned_state("").is_ok());
   CHECK((*fresh)->fingerprint() == untrained);
+}
+
+TEST_CASE("A feature's bucket is its hash modulo the dimension, without a division", "[encoder]") {
+  std::uint64_t state = 0x1234;
+  auto next = [&] { return state = rapidqa::text::mix64(state + 0x9e3779b97f4a7c15ULL); };
+  for (const std::uint64_t buckets : {std::uint64_t{1}, std::uint64_t{2}, std::uint64_t{3}, std::uint64_t{7},
+                                      std::uint64_t{384}, std::uint64_t{768}, std::uint64_t{65536},
+                                      std::uint64_t{65535}, (std::uint64_t{1} << 32) + 1, ~std::uint64_t{0} / 3,
+                                      ~std::uint64_t{0}}) {
+    CAPTURE(buckets);
+    const rapidqa::text::BucketOf bucket(buckets);
+    for (const std::uint64_t hash : {std::uint64_t{0}, std::uint64_t{1}, buckets - 1, buckets, ~std::uint64_t{0},
+                                     ~std::uint64_t{0} - 1}) {
+      CHECK(bucket.of(hash) == hash % buckets);
+    }
+    for (int i = 0; i < 20000; ++i) {
+      const std::uint64_t hash = next();
+      if (bucket.of(hash) != hash % buckets) FAIL_CHECK("hash " << hash);
+    }
+  }
 }

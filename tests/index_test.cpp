@@ -404,6 +404,26 @@ TEST_CASE("Rows quantize to the same codes on every kernel", "[index][scan]") {
         CHECK(portable_query.scale == best_query.scale);
         CHECK(portable_query.bytes == best_query.bytes);
       }
+      // The AVX2 scan's queries have 63 levels a side (two u8 x s8
+      // products must fit 16 bits): its vector quantizer against the same
+      // rule written out here.
+      const float* query = vectors.data() + row * dim;
+      float largest = 0;
+      for (std::size_t j = 0; j < dim; ++j) {
+        if (std::isfinite(query[j])) largest = std::max(largest, std::abs(query[j]));
+      }
+      const float scale = largest > 0 ? largest / 63.0f : 1.0f;
+      std::vector<std::uint8_t> expected((dim + 63) / 64 * 64, 64);
+      for (std::size_t j = 0; j < dim; ++j) {
+        const float scaled = query[j] * (1.0f / scale);
+        const int level = std::isfinite(scaled) ? static_cast<int>(std::nearbyint(scaled)) : 0;
+        expected[j] = static_cast<std::uint8_t>(std::clamp(level, -63, 63) + 64);
+      }
+      const auto avx2_query = rapidqa::index::quantize_query(query, dim, ScanKernel::kAvx2);
+      if (rapidqa::index::best_scan_kernel_for_cpu() >= ScanKernel::kAvx2) {
+        CHECK(avx2_query.scale == scale);
+        CHECK(avx2_query.bytes == expected);
+      }
     }
   }
   rapidqa::index::set_scan_kernel(before);

@@ -2,6 +2,9 @@
 
 #include "rapidqa/text_normalizer.h"
 #include "text/lexical_tokenizer.h"
+#include "text/utf8.h"
+
+#include <utf8proc.h>
 
 using rapidqa::normalize_text;
 using rapidqa::StatusCode;
@@ -78,4 +81,27 @@ TEST_CASE("Lexical tokens split words and single CJK characters", "[text]") {
   REQUIRE(mixed.size() == 3);
   CHECK(mixed[0].text == "iphone");
   CHECK(mixed[1].text == "手");
+}
+
+TEST_CASE("The ASCII character table agrees with Unicode's categories", "[text]") {
+  // The inline fast path must answer exactly as utf8proc does.
+  for (std::int32_t cp = 0; cp < 0x80; ++cp) {
+    const auto category = utf8proc_category(cp);
+    const bool space = cp == ' ' || cp == '\t' || cp == '\n' || cp == '\r' || cp == '\v' || cp == '\f' ||
+                       category == UTF8PROC_CATEGORY_ZS;
+    const bool punctuation = category >= UTF8PROC_CATEGORY_PC && category <= UTF8PROC_CATEGORY_PO;
+    const bool letter = category >= UTF8PROC_CATEGORY_LU && category <= UTF8PROC_CATEGORY_LO;
+    const bool number = category >= UTF8PROC_CATEGORY_ND && category <= UTF8PROC_CATEGORY_NO;
+    INFO("code point " << cp);
+    CHECK(rapidqa::text::is_space(cp) == space);
+    CHECK(rapidqa::text::is_punctuation(cp) == punctuation);
+    CHECK(rapidqa::text::is_letter(cp) == letter);
+    CHECK(rapidqa::text::is_number(cp) == number);
+  }
+  // Past ASCII the tables answer as before.
+  CHECK(rapidqa::text::is_space(0x3000));        // ideographic space
+  CHECK(rapidqa::text::is_punctuation(0x3002));  // ideographic full stop
+  CHECK(rapidqa::text::is_letter(0x4E2D));
+  CHECK(rapidqa::text::is_number(0x0663));       // Arabic-Indic three
+  CHECK_FALSE(rapidqa::text::is_space(-1));
 }

@@ -4,6 +4,7 @@
 #include <set>
 #include <stdexcept>
 
+#include "text/feature_hash.h"
 #include "text/lexical_tokenizer.h"
 
 namespace rapidqa::cache {
@@ -25,6 +26,23 @@ std::multiset<std::string> numbers_in(std::string_view text) {
 }
 
 }  // namespace
+
+const NearMissGuard::WordSlot* NearMissGuard::find_word(std::string_view word) const {
+  if (word.empty()) return nullptr;
+  const std::size_t mask = word_flags_.size() - 1;
+  for (std::size_t i = text::fnv1a(text::kFnvOffset, word) & mask;; i = (i + 1) & mask) {
+    if (word_flags_[i].word.empty()) return nullptr;
+    if (word_flags_[i].word == word) return &word_flags_[i];
+  }
+}
+
+NearMissGuard::WordSlot& NearMissGuard::slot_for(std::string_view word) {
+  const std::size_t mask = word_flags_.size() - 1;
+  std::size_t i = text::fnv1a(text::kFnvOffset, word) & mask;
+  while (!word_flags_[i].word.empty() && word_flags_[i].word != word) i = (i + 1) & mask;
+  if (word_flags_[i].word.empty()) word_flags_[i].word = std::string(word);
+  return word_flags_[i];
+}
 
 NearMissGuard::NearMissGuard() {
   const std::vector<std::string> negations{
@@ -52,6 +70,11 @@ NearMissGuard::NearMissGuard() {
   };
   // One bit per side of each pair, after the negation bit.
   if (1 + 2 * opposites.size() > sizeof(TermFlags) * 8) throw std::logic_error("NearMissGuard: too many opposite pairs");
+  std::size_t terms = negations.size();
+  for (const auto& [left, right] : opposites) terms += left.size() + right.size();
+  std::size_t slots = 16;
+  while (slots < 2 * terms) slots *= 2;
+  word_flags_.resize(slots);  // at most half full: every probe ends at a free slot
   for (const auto& term : negations) add_term(term, 1);
   for (std::size_t i = 0; i < opposites.size(); ++i) {
     const auto& [left, right] = opposites[i];
@@ -66,7 +89,7 @@ void NearMissGuard::add_term(const std::string& term, TermFlags flag) {
   // (Chinese has no spaces between words).
   const bool cjk = !term.empty() && static_cast<unsigned char>(term[0]) >= 0x80;
   if (!cjk) {
-    word_flags_[term] |= flag;
+    slot_for(term).flags |= flag;
     return;
   }
   const auto same = std::find_if(cjk_flags_.begin(), cjk_flags_.end(), [&](const auto& t) { return t.first == term; });
@@ -76,10 +99,9 @@ void NearMissGuard::add_term(const std::string& term, TermFlags flag) {
 
 NearMissGuard::TermFlags NearMissGuard::flags_of(std::string_view question) const {
   TermFlags flags = 0;
-  for (const auto& token : text::lexical_tokens(question)) {
-    const auto it = word_flags_.find(std::string(token.text));
-    if (it != word_flags_.end()) flags |= it->second;
-  }
+  text::for_each_lexical_token(question, [&](const text::LexicalToken& token) {
+    if (const WordSlot* slot = find_word(token.text)) flags |= slot->flags;
+  });
   const bool has_cjk = std::any_of(question.begin(), question.end(), [](char c) { return static_cast<unsigned char>(c) >= 0x80; });
   if (has_cjk) {
     for (const auto& [term, flag] : cjk_flags_) {

@@ -10,7 +10,6 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -34,7 +33,16 @@ class NearMissGuard {
   void add_term(const std::string& term, TermFlags flag);
 
   std::vector<std::pair<std::string, std::string>> opposite_names_;  // each pair's first terms, for the reason
-  std::unordered_map<std::string, TermFlags> word_flags_;            // English terms: whole words
+  // English terms, whole words, in an open-addressing table (a power of two
+  // of slots, at most half full, linear probing by the word's FNV hash): a
+  // word of the question costs one hash and one compare, and no string.
+  struct WordSlot {
+    std::string word;  // empty: a free slot
+    TermFlags flags = 0;
+  };
+  std::vector<WordSlot> word_flags_;
+  const WordSlot* find_word(std::string_view word) const;
+  WordSlot& slot_for(std::string_view word);
   std::vector<std::pair<std::string, TermFlags>> cjk_flags_;         // Chinese terms: substrings
 };
 

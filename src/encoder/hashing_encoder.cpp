@@ -79,6 +79,13 @@ class IdfTable {
     return all;
   }
 
+  // Brings the slot `hash` starts probing at into the cache: a table of a
+  // large corpus's features is megabytes, and an encode looks up each of
+  // its features once.
+  void prefetch(std::uint64_t hash) const {
+    if (!slots_.empty()) __builtin_prefetch(&slots_[hash & mask_]);
+  }
+
   // The IDF of `hash`, or `absent` when the corpus never had it.
   float find(std::uint64_t hash, float absent) const {
     if (hash == kEmpty) return zero_hash_value_.value_or(absent);
@@ -101,6 +108,7 @@ class IdfTable {
 
 struct HashingEncoder::Impl {
   HashingEncoderOptions options;
+  text::BucketOf bucket;  // hash % options.dimension
   // IDF per feature hash, learned by adapt(); empty means IDF 1 everywhere.
   IdfTable idf;
   float unseen_idf = 1.0f;  // IDF of a feature absent from the corpus
@@ -120,28 +128,50 @@ struct HashingEncoder::Impl {
     return mix64(h);
   }
 
-  void add_char_ngrams(std::string_view word, std::vector<Feature>& out) const {
-    const text::MarkedWord marked = text::mark_word(word);
+  // Every n-gram of "<word>" from char_ngram_min to char_ngram_max
+  // characters, all of length n before any of length n + 1. FNV-1a reads a
+  // byte at a time, so the grams from one start share their hashing: each
+  // longer one goes on from the shorter one's state by one character.
+  void add_char_ngrams(std::string_view word, text::MarkedWord& marked, std::vector<Feature>& out) const {
+    text::mark_word_into(word, marked);
     const std::size_t chars = marked.characters();
-    for (std::size_t n = options.char_ngram_min; n <= options.char_ngram_max; ++n) {
-      if (n > chars) break;
-      for (std::size_t i = 0; i + n <= chars; ++i) {
-        out.push_back({feature_hash(FeatureKind::kCharNgram, marked.gram(i, n)), options.char_ngram_weight});
+    const std::size_t shortest = options.char_ngram_min;
+    const std::size_t longest = std::min(options.char_ngram_max, chars);
+    if (shortest > longest) return;
+    // Where the grams of each length start in `out`.
+    std::size_t first_of[kMaxCharNgram + 2];
+    first_of[shortest] = out.size();
+    for (std::size_t n = shortest; n <= longest; ++n) first_of[n + 1] = first_of[n] + (chars - n + 1);
+    out.resize(first_of[longest + 1]);
+    const std::uint64_t start = gram_hash_start();
+    const std::string_view text = marked.text;
+    for (std::size_t i = 0; i + shortest <= chars; ++i) {
+      std::uint64_t h = text::fnv1a(start, text.substr(marked.starts[i], marked.starts[i + shortest - 1] - marked.starts[i]));
+      for (std::size_t n = shortest; n <= longest && i + n <= chars; ++n) {
+        h = text::fnv1a(h, text.substr(marked.starts[i + n - 1], marked.starts[i + n] - marked.starts[i + n - 1]));
+        out[first_of[n] + i] = {mix64(h), options.char_ngram_weight};
       }
     }
+  }
+
+  // A character n-gram's hash before its bytes: feature_hash(kCharNgram, g)
+  // is mix64(fnv1a(gram_hash_start(), g)).
+  std::uint64_t gram_hash_start() const {
+    return text::kFnvOffset ^ mix64(options.seed + static_cast<std::uint64_t>(FeatureKind::kCharNgram));
   }
 
   std::vector<Feature> features(std::string_view text) const {
     const auto tokens = text::lexical_tokens(text);
     std::vector<Feature> out;
     out.reserve(tokens.size() * 8);
+    text::MarkedWord marked;
     for (std::size_t i = 0; i < tokens.size(); ++i) {
       const auto& tok = tokens[i];
       if (tok.cjk) {
         out.push_back({feature_hash(FeatureKind::kCjkChar, tok.text), options.cjk_char_weight});
       } else {
         out.push_back({feature_hash(FeatureKind::kWord, tok.text), options.word_weight});
-        if (options.char_ngram_weight > 0) add_char_ngrams(tok.text, out);
+        if (options.char_ngram_weight > 0) add_char_ngrams(tok.text, marked, out);
       }
       if (i + 1 < tokens.size()) {
         const auto& next = tokens[i + 1];
@@ -190,6 +220,7 @@ Result<std::unique_ptr<HashingEncoder>> HashingEncoder::create(HashingEncoderOpt
 
 HashingEncoder::HashingEncoder(Checked, HashingEncoderOptions options) : impl_(std::make_unique<Impl>()) {
   impl_->options = options;
+  impl_->bucket = text::BucketOf(options.dimension);
 }
 
 HashingEncoder::HashingEncoder(HashingEncoderOptions options) : HashingEncoder(Checked{}, [&] {
@@ -211,9 +242,15 @@ Status HashingEncoder::encode_one(const std::string& text, float* out) const {
   if (text::find_invalid_utf8(text) != std::string_view::npos) {
     return Status::invalid_argument("text to encode is not valid UTF-8");
   }
-  for (const Feature& f : impl_->features(text)) {
+  const std::vector<Feature> features = impl_->features(text);
+  // The lookups miss the cache independently: ask for a few ahead.
+  constexpr std::size_t kPrefetchAhead = 8;
+  for (std::size_t i = 0; i < std::min(kPrefetchAhead, features.size()); ++i) impl_->idf.prefetch(features[i].hash);
+  for (std::size_t i = 0; i < features.size(); ++i) {
+    if (i + kPrefetchAhead < features.size()) impl_->idf.prefetch(features[i + kPrefetchAhead].hash);
+    const Feature& f = features[i];
     const float sign = (f.hash >> 63) ? -1.0f : 1.0f;
-    out[f.hash % dim] += sign * f.weight * impl_->idf_of(f.hash);
+    out[impl_->bucket.of(f.hash)] += sign * f.weight * impl_->idf_of(f.hash);
   }
   double norm = 0;
   for (std::size_t i = 0; i < dim; ++i) norm += static_cast<double>(out[i]) * out[i];

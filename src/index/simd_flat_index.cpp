@@ -165,6 +165,18 @@ void top_k_search(faiss::Index::idx_t n, faiss::Index::idx_t ntotal, std::size_t
 }
 
 
+// The largest of a block's kBlockRows scores, in SSE registers (every
+// x86-64 CPU has them). The int8 pass's scores are finite (codes and scales
+// are made from finite values only), so no NaN can hide a larger score.
+float largest_of_block(const float* scores) {
+  static_assert(Int8Rows::kBlockRows == 16, "four vectors of four scores");
+  __m128 m = _mm_max_ps(_mm_max_ps(_mm_loadu_ps(scores), _mm_loadu_ps(scores + 4)),
+                        _mm_max_ps(_mm_loadu_ps(scores + 8), _mm_loadu_ps(scores + 12)));
+  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+  m = _mm_max_ss(m, _mm_shuffle_ps(m, m, 1));
+  return _mm_cvtss_f32(m);
+}
+
 // The best `capacity` (score, row) pairs offered so far, kept as a
 // reservoir of up to twice that: when it fills, nth_element keeps the best
 // half and raises the threshold a new score must beat. Amortised O(1) per
@@ -178,12 +190,20 @@ class Candidates {
 
   // Offers rows first_row.. with their approximate scores.
   void offer(const float* scores, std::size_t count, std::int64_t first_row, const faiss::IDSelector* sel) {
-    for (std::size_t i = 0; i < count; ++i) {
-      if (!(scores[i] > threshold_)) continue;
-      const std::int64_t row = first_row + static_cast<std::int64_t>(i);
-      if (sel && !sel->is_member(row)) continue;
-      items_.emplace_back(scores[i], row);
-      if (items_.size() == 2 * capacity_) keep_best();
+    // Past the first rows almost no score beats the threshold: check a
+    // block's largest (vector maxima) before looking at each of its scores.
+    constexpr std::size_t kRun = Int8Rows::kBlockRows;
+    std::size_t i = 0;
+    while (i < count) {
+      if (i + kRun <= count) {
+        if (!(largest_of_block(scores + i) > threshold_)) {
+          i += kRun;
+          continue;
+        }
+      }
+      const std::size_t end = std::min(count, i + kRun);
+      offer_each(scores, i, end, first_row, sel);
+      i = end;
     }
   }
   // Scores at or below `floor` need not be offered: a caller that knows
@@ -198,6 +218,17 @@ class Candidates {
   }
 
  private:
+  void offer_each(const float* scores, std::size_t from, std::size_t to, std::int64_t first_row,
+                  const faiss::IDSelector* sel) {
+    for (std::size_t i = from; i < to; ++i) {
+      if (!(scores[i] > threshold_)) continue;
+      const std::int64_t row = first_row + static_cast<std::int64_t>(i);
+      if (sel && !sel->is_member(row)) continue;
+      items_.emplace_back(scores[i], row);
+      if (items_.size() == 2 * capacity_) keep_best();
+    }
+  }
+
   void keep_best() {
     std::nth_element(items_.begin(), items_.begin() + static_cast<std::ptrdiff_t>(capacity_ - 1), items_.end(),
                      std::greater<>());
@@ -227,10 +258,11 @@ std::size_t rerank_count(std::size_t k, std::size_t rows) {
 // reservoir and selection cost more than scoring a thousand rows.
 void start_above_block_maxima(const float* scores, std::size_t count, Candidates& best, std::vector<float>& maxima) {
   maxima.clear();
-  for (std::size_t first = 0; first < count; first += Int8Rows::kBlockRows) {
-    const std::size_t last = std::min(count, first + Int8Rows::kBlockRows);
-    maxima.push_back(*std::max_element(scores + first, scores + last));
+  std::size_t first = 0;
+  for (; first + Int8Rows::kBlockRows <= count; first += Int8Rows::kBlockRows) {
+    maxima.push_back(largest_of_block(scores + first));
   }
+  if (first < count) maxima.push_back(*std::max_element(scores + first, scores + count));
   if (maxima.size() < best.capacity()) return;
   const auto nth = maxima.begin() + static_cast<std::ptrdiff_t>(best.capacity() - 1);
   std::nth_element(maxima.begin(), nth, maxima.end(), std::greater<>());
@@ -270,9 +302,12 @@ void SimdFlatIP::search(idx_t n, const float* x, idx_t k, float* distances, idx_
   const faiss::IDSelector* sel = params ? params->sel : nullptr;
   const ScanKernel kernel = scan_kernel();
   const std::size_t keep = std::min(rows, rerank_count(static_cast<std::size_t>(k), rows));
-  std::vector<float> scores(Int8Rows::kMaxQueries * kChunkRows);
-  std::vector<std::pair<float, idx_t>> exact;
-  std::vector<float> maxima;
+  // Scratch kept per thread: a small index's whole search costs less than
+  // allocating and zeroing these each call.
+  thread_local std::vector<float> scores;
+  thread_local std::vector<std::pair<float, idx_t>> exact;
+  thread_local std::vector<float> maxima;
+  scores.resize(Int8Rows::kMaxQueries * kChunkRows);
   for (idx_t q0 = 0; q0 < n; q0 += static_cast<idx_t>(Int8Rows::kMaxQueries)) {
     const auto nq = static_cast<std::size_t>(std::min<idx_t>(static_cast<idx_t>(Int8Rows::kMaxQueries), n - q0));
     QueryCode codes[Int8Rows::kMaxQueries];
@@ -297,6 +332,12 @@ void SimdFlatIP::search(idx_t n, const float* x, idx_t k, float* distances, idx_
     for (std::size_t q = 0; q < nq; ++q) {
       const float* query = x + (static_cast<std::size_t>(q0) + q) * dim;
       exact.clear();
+      // The candidates' floats are scattered over the index and mostly out
+      // of cache: ask for all of them before reading the first.
+      for (const auto& candidate : best[q].best()) {
+        const auto* bytes = reinterpret_cast<const char*>(get_xb() + static_cast<std::size_t>(candidate.second) * dim);
+        for (std::size_t offset = 0; offset < dim * sizeof(float); offset += 64) __builtin_prefetch(bytes + offset);
+      }
       for (const auto& [approximate, row] : best[q].best()) {
         const float score = kKernel(query, get_xb() + static_cast<std::size_t>(row) * dim, dim);
         // A NaN (a non-finite stored vector) would break the sort's ordering.

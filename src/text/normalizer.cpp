@@ -26,12 +26,7 @@ std::size_t find_invalid_utf8(std::string_view text) {
   return std::string_view::npos;
 }
 
-std::int32_t decode_at(std::string_view text, std::size_t pos, std::size_t& length) {
-  const auto byte = static_cast<unsigned char>(text[pos]);
-  if (byte < 0x80) {
-    length = 1;
-    return byte;
-  }
+std::int32_t decode_multibyte_at(std::string_view text, std::size_t pos, std::size_t& length) {
   utf8proc_int32_t cp = 0;
   const auto n = utf8proc_iterate(reinterpret_cast<const utf8proc_uint8_t*>(text.data() + pos),
                                   static_cast<utf8proc_ssize_t>(text.size() - pos), &cp);
@@ -39,8 +34,9 @@ std::int32_t decode_at(std::string_view text, std::size_t pos, std::size_t& leng
   return n > 0 ? cp : 0xFFFD;
 }
 
-MarkedWord mark_word(std::string_view word) {
-  MarkedWord marked;
+void mark_word_into(std::string_view word, MarkedWord& marked) {
+  marked.text.clear();
+  marked.starts.clear();
   marked.text.reserve(word.size() + 2);
   marked.text.push_back('<');
   marked.text.append(word);
@@ -53,10 +49,15 @@ MarkedWord mark_word(std::string_view word) {
     pos += len;
   }
   marked.starts.push_back(marked.text.size());
+}
+
+MarkedWord mark_word(std::string_view word) {
+  MarkedWord marked;
+  mark_word_into(word, marked);
   return marked;
 }
 
-void append_utf8(std::string& out, std::int32_t code_point) {
+void append_multibyte_utf8(std::string& out, std::int32_t code_point) {
   utf8proc_uint8_t buf[4];
   const auto n = utf8proc_encode_char(code_point, buf);
   out.append(reinterpret_cast<const char*>(buf), static_cast<std::size_t>(n));
@@ -82,7 +83,7 @@ bool is_cjk(std::int32_t cp) {
          (cp >= 0x3040 && cp <= 0x30FF);  // hiragana and katakana
 }
 
-bool is_punctuation(std::int32_t cp) {
+bool is_punctuation_beyond_ascii(std::int32_t cp) {
   switch (utf8proc_category(cp)) {
     case UTF8PROC_CATEGORY_PC: case UTF8PROC_CATEGORY_PD: case UTF8PROC_CATEGORY_PS:
     case UTF8PROC_CATEGORY_PE: case UTF8PROC_CATEGORY_PI: case UTF8PROC_CATEGORY_PF:
@@ -95,7 +96,7 @@ bool is_punctuation(std::int32_t cp) {
 
 bool is_white_space(std::int32_t cp) { return cp == 0x85 || is_space(cp); }
 
-bool is_letter(std::int32_t cp) {
+bool is_letter_beyond_ascii(std::int32_t cp) {
   switch (utf8proc_category(cp)) {
     case UTF8PROC_CATEGORY_LU: case UTF8PROC_CATEGORY_LL: case UTF8PROC_CATEGORY_LT:
     case UTF8PROC_CATEGORY_LM: case UTF8PROC_CATEGORY_LO:
@@ -105,7 +106,7 @@ bool is_letter(std::int32_t cp) {
   }
 }
 
-bool is_number(std::int32_t cp) {
+bool is_number_beyond_ascii(std::int32_t cp) {
   switch (utf8proc_category(cp)) {
     case UTF8PROC_CATEGORY_ND: case UTF8PROC_CATEGORY_NL: case UTF8PROC_CATEGORY_NO:
       return true;
@@ -123,8 +124,7 @@ std::size_t count_letters_and_numbers(std::string_view text) {
   return count;
 }
 
-bool is_space(std::int32_t cp) {
-  if (cp == ' ' || cp == '\t' || cp == '\n' || cp == '\r' || cp == '\v' || cp == '\f') return true;
+bool is_space_beyond_ascii(std::int32_t cp) {
   switch (utf8proc_category(cp)) {
     case UTF8PROC_CATEGORY_ZS: case UTF8PROC_CATEGORY_ZL: case UTF8PROC_CATEGORY_ZP:
       return true;
