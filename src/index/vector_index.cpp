@@ -54,6 +54,11 @@ std::unique_ptr<faiss::Index> VectorIndex::make_index(bool approximate) const {
   return hnsw;
 }
 
+const faiss::HNSW* VectorIndex::graph() const {
+  const auto* hnsw = approximate_ ? dynamic_cast<const faiss::IndexHNSW*>(index_.get()) : nullptr;
+  return hnsw ? &hnsw->hnsw : nullptr;
+}
+
 void VectorIndex::upsert(std::int64_t label, const float* vector) {
   // -1 marks a removed row: a negative label would read as one.
   if (label < 0) throw std::invalid_argument("VectorIndex: labels must be non-negative");

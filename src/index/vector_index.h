@@ -31,7 +31,7 @@
 
 #include "rapidqa/status.h"
 
-namespace faiss { struct Index; }
+namespace faiss { struct Index; struct HNSW; }
 
 namespace rapidqa::detail { class MappedFile; }
 
@@ -97,6 +97,9 @@ class VectorIndex {
   // wider is slower and misses the true nearest less often. Lets one
   // graph be measured at several breadths without rebuilding it.
   void set_search_breadth(int breadth);
+  // The HNSW graph (nullptr in exact mode), rows as labels: for benchmarks
+  // that walk this very graph with FAISS's own search beside rapidqa's.
+  const faiss::HNSW* graph() const;
 
   // Writes the whole index to `path`: options, mode, labels, removed rows,
   // vectors and the HNSW graph. The bytes go to "<path>.partial", which is
