@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <numeric>
+#include <thread>
 
 #include "rapidqa/hashing_encoder.h"
 #include "rapidqa/text_normalizer.h"
@@ -199,4 +200,57 @@ TEST_CASE("A feature's bucket is its hash modulo the dimension, without a divisi
       if (bucket.of(hash) != hash % buckets) FAIL_CHECK("hash " << hash);
     }
   }
+}
+
+TEST_CASE("Words met before give the same vectors as words met the first time", "[encoder]") {
+  // The encoder keeps each word's terms; a repeat must add exactly what a
+  // first encounter adds, and a new IDF must not reuse the old terms.
+  const std::vector<std::string> questions = {"how do i reset my password", "reset my password please",
+                                              "如何重置密码 password", "a b c supercalifragilisticexpialidocious",
+                                              "how do i open a bank account"};
+  auto warm = make_encoder();
+  warm->adapt(kCorpus);
+  std::vector<std::vector<float>> first;
+  for (const auto& q : questions) first.push_back(encode(*warm, q));
+  for (std::size_t i = 0; i < questions.size(); ++i) {
+    CHECK(encode(*warm, questions[i]) == first[i]);  // every word cached now
+    auto fresh = make_encoder();
+    fresh->adapt(kCorpus);
+    CHECK(encode(*fresh, questions[i]) == first[i]);  // nothing cached
+  }
+  // A new corpus: new IDF, so new vectors, the same as a fresh encoder's.
+  const std::vector<std::string> other = {"password password password", "reset", "bank account"};
+  warm->adapt(other);
+  auto fresh = make_encoder();
+  fresh->adapt(other);
+  for (const auto& q : questions) CHECK(encode(*warm, q) == encode(*fresh, q));
+  REQUIRE(warm->restore_learned_state("").is_ok());
+  auto plain = make_encoder();
+  for (const auto& q : questions) CHECK(encode(*warm, q) == encode(*plain, q));
+}
+
+TEST_CASE("Encoding from several threads at once fills the word cache safely", "[encoder]") {
+  auto shared = make_encoder();
+  shared->adapt(kCorpus);
+  std::vector<std::vector<float>> expected;
+  {
+    auto reference = make_encoder();
+    reference->adapt(kCorpus);
+    for (const auto& q : kCorpus) expected.push_back(encode(*reference, q));
+  }
+  std::vector<std::thread> threads;
+  std::vector<int> mismatches(4, 0);
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int round = 0; round < 50; ++round) {
+        for (std::size_t i = 0; i < kCorpus.size(); ++i) {
+          const std::size_t q = (i + static_cast<std::size_t>(t) * 3) % kCorpus.size();
+          std::vector<float> v(shared->dimension());
+          if (!shared->encode_one(kCorpus[q], v.data()).is_ok() || v != expected[q]) ++mismatches[t];
+        }
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  CHECK(mismatches == std::vector<int>(4, 0));
 }

@@ -24,10 +24,10 @@ def load(path):
     return runs
 
 
-def rounds(out, isa):
+def rounds(out, isa, part="small"):
     """The interleaved rounds' results, merged: name -> list over rounds."""
     merged = {}
-    for path in sorted(glob.glob(os.path.join(out, "small.*.%s.json" % isa))):
+    for path in sorted(glob.glob(os.path.join(out, "%s.*.%s.json" % (part, isa)))):
         for name, results in load(path).items():
             merged.setdefault(name, []).extend(results)
     return merged
@@ -100,14 +100,15 @@ def main():
         print("| benchmark | µs per query |")
         print("|---|---:|")
         for name, results in sorted(batch.items()):
-            print(f"| {name} | {fmt(counter(results, 'per_query_us'))} |")
+            # A rate counter inverted: seconds per query in the JSON.
+            seconds = counter(results, "per_query_us")
+            print(f"| {name} | {fmt(seconds * 1e6 if seconds is not None else None)} |")
 
     # The AVX2 path beside the best kernels.
     native_small, avx2_small = rounds(out, "native"), rounds(out, "AVX2")
-    avx2_index = load(os.path.join(out, "index.AVX2.json"))
-    avx2_index.update(load(os.path.join(out, "index100k.AVX2.json")))
-    ask_native, ask_avx2 = load(os.path.join(out, "ask.native.json")), load(os.path.join(out, "ask.AVX2.json"))
-    print("\nThe AVX2 path (medians; the lookups and semantic hits over three interleaved rounds):\n")
+    native_index, avx2_index = rounds(out, "native", "kernels"), rounds(out, "AVX2", "kernels")
+    ask_native = load(os.path.join(out, "ask.native.json"))
+    print("\nThe AVX2 path (medians over three interleaved rounds of each):\n")
     print("| measurement | best kernels | AVX2 | AVX2 / best |")
     print("|---|---:|---:|---:|")
 
@@ -119,7 +120,7 @@ def main():
                         (100000, 1, 256)):
         name = f"BM_IndexSearch/kind:{kind}/vectors:{n}/efSearch:{ef}"
         label = f"{'exact' if kind == 0 else 'HNSW efSearch %d' % ef}, {n:,} vectors, µs"
-        row(label, time_us(index.get(name)), time_us(avx2_index.get(name)))
+        row(label, time_us(native_index.get(name)), time_us(avx2_index.get(name)))
     for what in ("Hit", "Miss"):
         name = f"BM_SemanticCacheLookup{what}/1000"
         row(f"semantic-cache lookup, 1,000 cached, {what.lower()} µs", time_us(native_small.get(name)),
@@ -130,10 +131,10 @@ def main():
             counter(avx2_small.get(name, []), "p50_us"))
     for n in (1000, 10000):
         name = f"BM_AskMiss/{n}/iterations:10000"
-        row(f"ask: miss over {n:,} entries, p99 µs", counter(ask_native.get(name, []), "p99_us"),
-            counter(ask_avx2.get(name, []), "p99_us"))
+        row(f"ask: miss over {n:,} entries, p99 µs", counter(native_small.get(name, []), "p99_us"),
+            counter(avx2_small.get(name, []), "p99_us"))
 
-    print("\nAsking, each path (µs; semantic hits: median of the rounds' percentiles where rounds ran):\n")
+    print("\nAsking, each path (µs; over 1k and 10k entries the median of the three rounds' percentiles):\n")
     print("| path | entries | p50 | p95 | p99 | mean |")
     print("|---|---:|---:|---:|---:|---:|")
     for label, prefix in (("result-cache hit", "BM_AskResultCacheHit"),

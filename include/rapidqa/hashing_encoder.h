@@ -4,7 +4,9 @@
 // bigram are hashed into a fixed number of signed buckets, weighted by IDF
 // learned from the knowledge base (adapt), and L2-normalised. It is the
 // default encoder and the lightweight fallback when a transformer model is
-// too slow for a request.
+// too slow for a request. It keeps what each word it has encoded adds to a
+// vector (at most 8 MiB, some 30,000 words), so a word seen before costs one
+// lookup; the vectors are the same either way.
 //
 // Thread safety: encode() is thread-safe; adapt() must not run concurrently
 // with encode() (the engine guarantees this).

@@ -1,8 +1,10 @@
 #include "rapidqa/hashing_encoder.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
+#include <mutex>
 #include <optional>
 #include <string_view>
 #include <utility>
@@ -106,9 +108,70 @@ class IdfTable {
   std::optional<float> zero_hash_value_;
 };
 
+// The terms of words encoded before, so a repeated word costs one lookup
+// instead of hashing its score of character n-grams and reading their IDF
+// (most of an encode, and its IDF reads miss the cache more the larger the
+// knowledge base). A term is what encode adds to the vector: (bucket, signed
+// weight x IDF); adding a word's cached terms in the order they were made
+// gives the same vector bit for bit. Bounded by bytes: a shard that is full
+// takes no more words (a stream of made-up words costs the bound, 8 MiB,
+// then only misses). Cleared whenever the IDF changes.
+class WordTermsCache {
+ public:
+  struct Term {
+    std::uint32_t bucket;
+    float value;
+  };
+  using Terms = std::vector<Term>;
+
+  // Adds the word's terms to `vector` and returns true, or returns false
+  // when the word is not cached.
+  bool add_to(std::string_view word, float* vector) const {
+    if (word.size() > kMaxWordBytes) return false;
+    Shard& shard = shard_for(word);
+    std::lock_guard<std::mutex> lock(shard.mu);
+    const auto it = shard.words.find(std::string(word));  // short words: no allocation
+    if (it == shard.words.end()) return false;
+    for (const Term& term : it->second) vector[term.bucket] += term.value;
+    return true;
+  }
+  void insert(std::string_view word, const Terms& terms) const {
+    if (word.size() > kMaxWordBytes) return;
+    // What the entry holds, with the map's node and the vector's header.
+    const std::size_t cost = word.size() + terms.size() * sizeof(Term) + kEntryOverheadBytes;
+    Shard& shard = shard_for(word);
+    std::lock_guard<std::mutex> lock(shard.mu);
+    if (shard.bytes + cost > kBytesPerShard) return;
+    if (shard.words.emplace(std::string(word), terms).second) shard.bytes += cost;
+  }
+  void clear() {
+    for (Shard& shard : shards_) {
+      std::lock_guard<std::mutex> lock(shard.mu);
+      shard.words.clear();
+      shard.bytes = 0;
+    }
+  }
+
+ private:
+  static constexpr std::size_t kShards = 16;                 // concurrent encodes rarely meet on one lock
+  static constexpr std::size_t kBytesPerShard = 512 << 10;   // 8 MiB in all: some 30,000 words of 8 letters
+  static constexpr std::size_t kMaxWordBytes = 48;           // longer "words" are rare and often junk
+  static constexpr std::size_t kEntryOverheadBytes = 96;
+  struct Shard {
+    std::mutex mu;
+    std::unordered_map<std::string, Terms> words;
+    std::size_t bytes = 0;
+  };
+  Shard& shard_for(std::string_view word) const {
+    return shards_[text::fnv1a(text::kFnvOffset, word) % kShards];
+  }
+  mutable std::array<Shard, kShards> shards_;
+};
+
 struct HashingEncoder::Impl {
   HashingEncoderOptions options;
   text::BucketOf bucket;  // hash % options.dimension
+  WordTermsCache word_terms;  // cleared with every change of `idf`
   // IDF per feature hash, learned by adapt(); empty means IDF 1 everywhere.
   IdfTable idf;
   float unseen_idf = 1.0f;  // IDF of a feature absent from the corpus
@@ -160,6 +223,9 @@ struct HashingEncoder::Impl {
     return text::kFnvOffset ^ mix64(options.seed + static_cast<std::uint64_t>(FeatureKind::kCharNgram));
   }
 
+  // Every feature of the text, in the order encode adds them: per token its
+  // own features (word_features, or the CJK character), then its bigram
+  // with the next token.
   std::vector<Feature> features(std::string_view text) const {
     const auto tokens = text::lexical_tokens(text);
     std::vector<Feature> out;
@@ -168,22 +234,36 @@ struct HashingEncoder::Impl {
     for (std::size_t i = 0; i < tokens.size(); ++i) {
       const auto& tok = tokens[i];
       if (tok.cjk) {
-        out.push_back({feature_hash(FeatureKind::kCjkChar, tok.text), options.cjk_char_weight});
+        out.push_back(cjk_char_feature(tok.text));
       } else {
-        out.push_back({feature_hash(FeatureKind::kWord, tok.text), options.word_weight});
-        if (options.char_ngram_weight > 0) add_char_ngrams(tok.text, marked, out);
+        word_features(tok.text, marked, out);
       }
-      if (i + 1 < tokens.size()) {
-        const auto& next = tokens[i + 1];
-        if (tok.cjk && next.cjk) {
-          out.push_back({feature_hash(FeatureKind::kCjkBigram, tok.text, next.text), options.cjk_bigram_weight});
-        } else {
-          out.push_back({feature_hash(FeatureKind::kWordBigram, tok.text, next.text), options.word_bigram_weight});
-        }
-      }
+      if (i + 1 < tokens.size()) out.push_back(bigram_feature(tok, tokens[i + 1]));
     }
     return out;
   }
+
+  Feature cjk_char_feature(std::string_view character) const {
+    return {feature_hash(FeatureKind::kCjkChar, character), options.cjk_char_weight};
+  }
+  // A word's own features, appended: the word, then its character n-grams.
+  void word_features(std::string_view word, text::MarkedWord& marked, std::vector<Feature>& out) const {
+    out.push_back({feature_hash(FeatureKind::kWord, word), options.word_weight});
+    if (options.char_ngram_weight > 0) add_char_ngrams(word, marked, out);
+  }
+  Feature bigram_feature(const text::LexicalToken& token, const text::LexicalToken& next) const {
+    if (token.cjk && next.cjk) {
+      return {feature_hash(FeatureKind::kCjkBigram, token.text, next.text), options.cjk_bigram_weight};
+    }
+    return {feature_hash(FeatureKind::kWordBigram, token.text, next.text), options.word_bigram_weight};
+  }
+
+  // What a feature adds to the vector, at its bucket.
+  float term_value(const Feature& f) const {
+    const float sign = (f.hash >> 63) ? -1.0f : 1.0f;
+    return sign * f.weight * idf_of(f.hash);
+  }
+  void add(const Feature& f, float* vector) const { vector[bucket.of(f.hash)] += term_value(f); }
 
   float idf_of(std::uint64_t hash) const {
     return idf.empty() ? 1.0f : idf.find(hash, unseen_idf);
@@ -242,16 +322,34 @@ Status HashingEncoder::encode_one(const std::string& text, float* out) const {
   if (text::find_invalid_utf8(text) != std::string_view::npos) {
     return Status::invalid_argument("text to encode is not valid UTF-8");
   }
-  const std::vector<Feature> features = impl_->features(text);
-  // The lookups miss the cache independently: ask for a few ahead.
-  constexpr std::size_t kPrefetchAhead = 8;
-  for (std::size_t i = 0; i < std::min(kPrefetchAhead, features.size()); ++i) impl_->idf.prefetch(features[i].hash);
-  for (std::size_t i = 0; i < features.size(); ++i) {
-    if (i + kPrefetchAhead < features.size()) impl_->idf.prefetch(features[i + kPrefetchAhead].hash);
-    const Feature& f = features[i];
-    const float sign = (f.hash >> 63) ? -1.0f : 1.0f;
-    out[impl_->bucket.of(f.hash)] += sign * f.weight * impl_->idf_of(f.hash);
-  }
+  // The features in Impl::features' order, each word's own ones from the
+  // word cache where it has them.
+  const Impl& impl = *impl_;
+  text::MarkedWord marked;
+  std::vector<Feature> word_features;
+  WordTermsCache::Terms terms;
+  text::LexicalToken previous;
+  bool first = true;
+  text::for_each_lexical_token(text, [&](const text::LexicalToken& token) {
+    if (!first) impl.add(impl.bigram_feature(previous, token), out);
+    first = false;
+    previous = token;
+    if (token.cjk) {
+      impl.add(impl.cjk_char_feature(token.text), out);
+      return;
+    }
+    if (impl.word_terms.add_to(token.text, out)) return;
+    word_features.clear();
+    impl.word_features(token.text, marked, word_features);
+    // The IDF reads miss the cache independently: ask for them all first.
+    for (const Feature& f : word_features) impl.idf.prefetch(f.hash);
+    terms.clear();
+    for (const Feature& f : word_features) {
+      terms.push_back({static_cast<std::uint32_t>(impl.bucket.of(f.hash)), impl.term_value(f)});
+      out[terms.back().bucket] += terms.back().value;
+    }
+    impl.word_terms.insert(token.text, terms);
+  });
   double norm = 0;
   for (std::size_t i = 0; i < dim; ++i) norm += static_cast<double>(out[i]) * out[i];
   if (norm > 0) {
@@ -289,6 +387,7 @@ void HashingEncoder::adapt(const std::vector<std::string>& corpus) {
     idf.emplace(hash, static_cast<float>(std::log((1.0 + n) / (1.0 + df)) + 1.0));
   }
   impl_->idf.assign(idf);
+  impl_->word_terms.clear();  // its terms carry the old IDF
   impl_->unseen_idf = static_cast<float>(std::log(1.0 + n) + 1.0);
   const std::string state = learned_state();
   impl_->state_checksum = state.empty() ? 0 : detail::xxh64(state.data(), state.size());
@@ -332,6 +431,7 @@ std::string HashingEncoder::learned_state() const {
 Status HashingEncoder::restore_learned_state(const std::string& state) {
   if (state.empty()) {
     impl_->idf.assign(std::vector<std::pair<std::uint64_t, float>>());
+    impl_->word_terms.clear();  // its terms carry the old IDF
     impl_->unseen_idf = 1.0f;
     impl_->state_checksum = 0;
     return Status::ok();
@@ -367,6 +467,7 @@ Status HashingEncoder::restore_learned_state(const std::string& state) {
     pairs[i] = {hash, value};
   }
   impl_->idf.assign(pairs);
+  impl_->word_terms.clear();  // its terms carry the old IDF
   impl_->unseen_idf = unseen;
   // As adapt() keeps it: 0 for an empty table, which learned_state() writes as "".
   impl_->state_checksum = pairs.empty() ? 0 : detail::xxh64(state.data(), state.size());
