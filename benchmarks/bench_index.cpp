@@ -219,7 +219,7 @@ void search_points(benchmark::internal::Benchmark* b) {
   }
   for (const auto size : graph_sizes) {
     for (int kind : {kRapidqaHnsw, kFaissOnRapidqaGraph, kFaissHnsw}) {
-      // FAISS's own build: 11 s at 10k, 13 min at 100k and hours at 1M on
+      // FAISS's own build: 9-11 s at 10k, 13 min at 100k and hours at 1M on
       // two cores; past 10k kind 4 compares the searches on one graph.
       if (kind == kFaissHnsw && size > 10000) continue;
       for (int ef : {32, 64, 128, 256}) b->Args({kind, size, ef});
