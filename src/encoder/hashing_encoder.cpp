@@ -223,23 +223,33 @@ struct HashingEncoder::Impl {
     return text::kFnvOffset ^ mix64(options.seed + static_cast<std::uint64_t>(FeatureKind::kCharNgram));
   }
 
-  // Every feature of the text, in the order encode adds them: per token its
-  // own features (word_features, or the CJK character), then its bigram
-  // with the next token.
+  // Walks the text in the order encode adds its features: each token's own
+  // features (own(token): the CJK character, or the word and its n-grams),
+  // then its bigram with the next token (bigram(Feature)).
+  template <typename Own, typename Bigram>
+  void walk(std::string_view text, Own&& own, Bigram&& bigram) const {
+    std::optional<text::LexicalToken> previous;
+    text::for_each_lexical_token(text, [&](const text::LexicalToken& token) {
+      if (previous) bigram(bigram_feature(*previous, token));
+      previous = token;
+      own(token);
+    });
+  }
+
+  // Every feature of the text, in the order encode adds them.
   std::vector<Feature> features(std::string_view text) const {
-    const auto tokens = text::lexical_tokens(text);
     std::vector<Feature> out;
-    out.reserve(tokens.size() * 8);
     text::MarkedWord marked;
-    for (std::size_t i = 0; i < tokens.size(); ++i) {
-      const auto& tok = tokens[i];
-      if (tok.cjk) {
-        out.push_back(cjk_char_feature(tok.text));
-      } else {
-        word_features(tok.text, marked, out);
-      }
-      if (i + 1 < tokens.size()) out.push_back(bigram_feature(tok, tokens[i + 1]));
-    }
+    walk(
+        text,
+        [&](const text::LexicalToken& token) {
+          if (token.cjk) {
+            out.push_back(cjk_char_feature(token.text));
+          } else {
+            word_features(token.text, marked, out);
+          }
+        },
+        [&](const Feature& bigram) { out.push_back(bigram); });
     return out;
   }
 
@@ -322,34 +332,31 @@ Status HashingEncoder::encode_one(const std::string& text, float* out) const {
   if (text::find_invalid_utf8(text) != std::string_view::npos) {
     return Status::invalid_argument("text to encode is not valid UTF-8");
   }
-  // The features in Impl::features' order, each word's own ones from the
-  // word cache where it has them.
+  // Each word's own features from the word cache where it has them.
   const Impl& impl = *impl_;
   text::MarkedWord marked;
   std::vector<Feature> word_features;
   WordTermsCache::Terms terms;
-  text::LexicalToken previous;
-  bool first = true;
-  text::for_each_lexical_token(text, [&](const text::LexicalToken& token) {
-    if (!first) impl.add(impl.bigram_feature(previous, token), out);
-    first = false;
-    previous = token;
-    if (token.cjk) {
-      impl.add(impl.cjk_char_feature(token.text), out);
-      return;
-    }
-    if (impl.word_terms.add_to(token.text, out)) return;
-    word_features.clear();
-    impl.word_features(token.text, marked, word_features);
-    // The IDF reads miss the cache independently: ask for them all first.
-    for (const Feature& f : word_features) impl.idf.prefetch(f.hash);
-    terms.clear();
-    for (const Feature& f : word_features) {
-      terms.push_back({static_cast<std::uint32_t>(impl.bucket.of(f.hash)), impl.term_value(f)});
-      out[terms.back().bucket] += terms.back().value;
-    }
-    impl.word_terms.insert(token.text, terms);
-  });
+  impl.walk(
+      text,
+      [&](const text::LexicalToken& token) {
+        if (token.cjk) {
+          impl.add(impl.cjk_char_feature(token.text), out);
+          return;
+        }
+        if (impl.word_terms.add_to(token.text, out)) return;
+        word_features.clear();
+        impl.word_features(token.text, marked, word_features);
+        // The IDF reads miss the cache independently: ask for them all first.
+        for (const Feature& f : word_features) impl.idf.prefetch(f.hash);
+        terms.clear();
+        for (const Feature& f : word_features) {
+          terms.push_back({static_cast<std::uint32_t>(impl.bucket.of(f.hash)), impl.term_value(f)});
+          out[terms.back().bucket] += terms.back().value;
+        }
+        impl.word_terms.insert(token.text, terms);
+      },
+      [&](const Feature& bigram) { impl.add(bigram, out); });
   double norm = 0;
   for (std::size_t i = 0; i < dim; ++i) norm += static_cast<double>(out[i]) * out[i];
   if (norm > 0) {
