@@ -188,22 +188,14 @@ class Candidates {
     items_.reserve(2 * capacity_);
   }
 
-  // Offers rows first_row.. with their approximate scores.
-  void offer(const float* scores, std::size_t count, std::int64_t first_row, const faiss::IDSelector* sel) {
-    // Past the first rows almost no score beats the threshold: check a
-    // block's largest (vector maxima) before looking at each of its scores.
-    constexpr std::size_t kRun = Int8Rows::kBlockRows;
-    std::size_t i = 0;
-    while (i < count) {
-      if (i + kRun <= count) {
-        if (!(largest_of_block(scores + i) > threshold_)) {
-          i += kRun;
-          continue;
-        }
-      }
-      const std::size_t end = std::min(count, i + kRun);
-      offer_each(scores, i, end, first_row, sel);
-      i = end;
+  // Offers rows first_row.. with their approximate scores; maxima[b] is the
+  // largest score of block b (block_maxima). Past the first rows almost no
+  // score beats the threshold, so a block whose largest does not is passed
+  // over without looking at its rows.
+  void offer(const float* scores, std::size_t count, std::int64_t first_row, const float* maxima,
+             const faiss::IDSelector* sel) {
+    for (std::size_t b = 0, i = 0; i < count; ++b, i += Int8Rows::kBlockRows) {
+      if (maxima[b] > threshold_) offer_each(scores, i, std::min(count, i + Int8Rows::kBlockRows), first_row, sel);
     }
   }
   // Scores at or below `floor` need not be offered: a caller that knows
@@ -251,21 +243,27 @@ std::size_t rerank_count(std::size_t k, std::size_t rows) {
 }
 
 
-// Sets a first threshold before any score is offered: if `capacity` blocks
-// of 16 rows each hold a score of at least m, at least `capacity` scores
-// reach m, so nothing below the capacity-th largest block maximum can be
-// among the best. Without it, the first rows of a scan all enter the
-// reservoir and selection cost more than scoring a thousand rows.
-void start_above_block_maxima(const float* scores, std::size_t count, Candidates& best, std::vector<float>& maxima) {
+// The largest of each block's scores in scores[0, count), the last block
+// possibly short.
+void block_maxima(const float* scores, std::size_t count, std::vector<float>& maxima) {
   maxima.clear();
   std::size_t first = 0;
   for (; first + Int8Rows::kBlockRows <= count; first += Int8Rows::kBlockRows) {
     maxima.push_back(largest_of_block(scores + first));
   }
   if (first < count) maxima.push_back(*std::max_element(scores + first, scores + count));
+}
+
+// Sets a first threshold before any score is offered: if `capacity` blocks
+// of 16 rows each hold a score of at least m, at least `capacity` scores
+// reach m, so nothing below the capacity-th largest block maximum can be
+// among the best. Without it, the first rows of a scan all enter the
+// reservoir and selection cost more than scoring a thousand rows.
+void start_above_block_maxima(const std::vector<float>& maxima, Candidates& best, std::vector<float>& scratch) {
   if (maxima.size() < best.capacity()) return;
-  const auto nth = maxima.begin() + static_cast<std::ptrdiff_t>(best.capacity() - 1);
-  std::nth_element(maxima.begin(), nth, maxima.end(), std::greater<>());
+  scratch.assign(maxima.begin(), maxima.end());  // the maxima stay in block order for offer()
+  const auto nth = scratch.begin() + static_cast<std::ptrdiff_t>(best.capacity() - 1);
+  std::nth_element(scratch.begin(), nth, scratch.end(), std::greater<>());
   // Just below it: a score equal to the floor must still be offered.
   best.raise_threshold(std::nextafter(*nth, -std::numeric_limits<float>::infinity()));
 }
@@ -306,7 +304,7 @@ void SimdFlatIP::search(idx_t n, const float* x, idx_t k, float* distances, idx_
   // allocating and zeroing these each call.
   thread_local std::vector<float> scores;
   thread_local std::vector<std::pair<float, idx_t>> exact;
-  thread_local std::vector<float> maxima;
+  thread_local std::vector<float> maxima, ordered_maxima;
   scores.resize(Int8Rows::kMaxQueries * kChunkRows);
   for (idx_t q0 = 0; q0 < n; q0 += static_cast<idx_t>(Int8Rows::kMaxQueries)) {
     const auto nq = static_cast<std::size_t>(std::min<idx_t>(static_cast<idx_t>(Int8Rows::kMaxQueries), n - q0));
@@ -325,8 +323,9 @@ void SimdFlatIP::search(idx_t n, const float* x, idx_t k, float* distances, idx_
       const std::size_t valid = std::min(count * Int8Rows::kBlockRows, rows - first_row);
       for (std::size_t q = 0; q < nq; ++q) {
         const float* chunk = scores.data() + q * kChunkRows;
-        if (block == 0 && !sel) start_above_block_maxima(chunk, valid, best[q], maxima);
-        best[q].offer(chunk, valid, static_cast<std::int64_t>(first_row), sel);
+        block_maxima(chunk, valid, maxima);
+        if (block == 0 && !sel) start_above_block_maxima(maxima, best[q], ordered_maxima);
+        best[q].offer(chunk, valid, static_cast<std::int64_t>(first_row), maxima.data(), sel);
       }
     }
     for (std::size_t q = 0; q < nq; ++q) {
