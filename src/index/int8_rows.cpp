@@ -315,6 +315,15 @@ bool row_scale(float largest, std::size_t d, std::int8_t* codes, float& scale, f
   return false;
 }
 
+// The largest |v| over v's finite elements (0 when there are none), on
+// AVX-512: the first pass of both vector quantizers.
+__attribute__((target("avx512f"))) float largest_finite_magnitude_avx512(const float* v, std::size_t d) {
+  __m512 max_abs = _mm512_setzero_ps();
+  std::size_t j = 0;
+  for (; j + 16 <= d; j += 16) max_abs = _mm512_max_ps(max_abs, _mm512_abs_ps(finite(_mm512_loadu_ps(v + j))));
+  return largest_from(largest_lane(max_abs), v, j, d);
+}
+
 void codes_from(const float* v, std::size_t from, std::size_t d, float inverse, std::int8_t* codes) {
   for (std::size_t j = from; j < d; ++j) {
     codes[j] = static_cast<std::int8_t>(std::clamp(round_level(v[j] * inverse), -127, 127));
@@ -326,17 +335,15 @@ void codes_from(const float* v, std::size_t from, std::size_t d, float inverse, 
 // scanning a thousand rows.
 __attribute__((target("avx512f,avx512bw"))) void quantize_query_avx512(const float* query, std::size_t d,
                                                                         QueryCode& code) {
-  __m512 max_abs = _mm512_setzero_ps();
-  std::size_t j = 0;
-  for (; j + 16 <= d; j += 16) max_abs = _mm512_max_ps(max_abs, _mm512_abs_ps(finite(_mm512_loadu_ps(query + j))));
-  const float largest = largest_from(largest_lane(max_abs), query, j, d);
+  const float largest = largest_finite_magnitude_avx512(query, d);
   code.scale = largest > 0 ? largest / 127.0f : 1.0f;  // largest is finite: non-finite elements read as 0
   // A subnormal scale: the scalar loop codes every element 0 (the offset
   // the bytes already hold).
   if (!std::isfinite(1.0f / code.scale)) return;
   const __m512 inverse = _mm512_set1_ps(1.0f / code.scale);
   const __m512i offset = _mm512_set1_epi32(code.offset), low = _mm512_set1_epi32(1), high = _mm512_set1_epi32(255);
-  for (j = 0; j + 16 <= d; j += 16) {
+  std::size_t j = 0;
+  for (; j + 16 <= d; j += 16) {
     __m512i level =
         _mm512_add_epi32(_mm512_cvtps_epi32(_mm512_mul_ps(finite(_mm512_loadu_ps(query + j)), inverse)), offset);
     level = _mm512_min_epi32(_mm512_max_epi32(level, low), high);
@@ -354,14 +361,12 @@ __attribute__((target("avx512f,avx512bw"))) void quantize_query_avx512(const flo
 // million-entry knowledge base.
 __attribute__((target("avx512f,avx512bw"))) float quantize_row_avx512(const float* v, std::size_t d,
                                                                       std::int8_t* codes) {
-  __m512 max_abs = _mm512_setzero_ps();
-  std::size_t j = 0;
-  for (; j + 16 <= d; j += 16) max_abs = _mm512_max_ps(max_abs, _mm512_abs_ps(finite(_mm512_loadu_ps(v + j))));
   float scale, inverse;
-  if (!row_scale(largest_from(largest_lane(max_abs), v, j, d), d, codes, scale, inverse)) return scale;
+  if (!row_scale(largest_finite_magnitude_avx512(v, d), d, codes, scale, inverse)) return scale;
   const __m512 inverse16 = _mm512_set1_ps(inverse);
   const __m512i low = _mm512_set1_epi32(-127), high = _mm512_set1_epi32(127);
-  for (j = 0; j + 16 <= d; j += 16) {
+  std::size_t j = 0;
+  for (; j + 16 <= d; j += 16) {
     __m512i level = _mm512_cvtps_epi32(_mm512_mul_ps(finite(_mm512_loadu_ps(v + j)), inverse16));
     level = _mm512_min_epi32(_mm512_max_epi32(level, low), high);
     _mm_storeu_si128(reinterpret_cast<__m128i*>(codes + j), _mm512_cvtepi32_epi8(level));
@@ -375,20 +380,26 @@ __attribute__((target("avx2"))) __m256 finite8(__m256 x) {
   return _mm256_and_ps(x, _mm256_cmp_ps(_mm256_sub_ps(x, x), _mm256_setzero_ps(), _CMP_EQ_OQ));
 }
 
-// The same on AVX2 (eight lanes; the codes packed down through 16 bits,
-// exact because every level is within [-127, 127]).
-__attribute__((target("avx2"))) float quantize_row_avx2(const float* v, std::size_t d, std::int8_t* codes) {
+// largest_finite_magnitude on AVX2.
+__attribute__((target("avx2"))) float largest_finite_magnitude_avx2(const float* v, std::size_t d) {
   const __m256 magnitude = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
   __m256 max_abs = _mm256_setzero_ps();
   std::size_t j = 0;
   for (; j + 8 <= d; j += 8) max_abs = _mm256_max_ps(max_abs, _mm256_and_ps(finite8(_mm256_loadu_ps(v + j)), magnitude));
   alignas(32) float lanes[8];
   _mm256_store_ps(lanes, max_abs);
+  return largest_from(*std::max_element(lanes, lanes + 8), v, j, d);
+}
+
+// quantize_row on AVX2 (eight lanes; the codes packed down through 16 bits,
+// exact because every level is within [-127, 127]).
+__attribute__((target("avx2"))) float quantize_row_avx2(const float* v, std::size_t d, std::int8_t* codes) {
   float scale, inverse;
-  if (!row_scale(largest_from(*std::max_element(lanes, lanes + 8), v, j, d), d, codes, scale, inverse)) return scale;
+  if (!row_scale(largest_finite_magnitude_avx2(v, d), d, codes, scale, inverse)) return scale;
   const __m256 inverse8 = _mm256_set1_ps(inverse);
   const __m256i low = _mm256_set1_epi32(-127), high = _mm256_set1_epi32(127);
-  for (j = 0; j + 8 <= d; j += 8) {
+  std::size_t j = 0;
+  for (; j + 8 <= d; j += 8) {
     __m256i level = _mm256_cvtps_epi32(_mm256_mul_ps(finite8(_mm256_loadu_ps(v + j)), inverse8));
     level = _mm256_min_epi32(_mm256_max_epi32(level, low), high);
     const __m128i words = _mm_packs_epi32(_mm256_castsi256_si128(level), _mm256_extracti128_si256(level, 1));
@@ -403,22 +414,15 @@ __attribute__((target("avx2"))) float quantize_row_avx2(const float* v, std::siz
 // index's whole search.
 __attribute__((target("avx2"))) void quantize_query_avx2(const float* query, std::size_t d, int levels,
                                                          QueryCode& code) {
-  const __m256 magnitude = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
-  __m256 max_abs = _mm256_setzero_ps();
-  std::size_t j = 0;
-  for (; j + 8 <= d; j += 8) {
-    max_abs = _mm256_max_ps(max_abs, _mm256_and_ps(finite8(_mm256_loadu_ps(query + j)), magnitude));
-  }
-  alignas(32) float lanes[8];
-  _mm256_store_ps(lanes, max_abs);
-  const float largest = largest_from(*std::max_element(lanes, lanes + 8), query, j, d);
+  const float largest = largest_finite_magnitude_avx2(query, d);
   code.scale = largest > 0 ? largest / static_cast<float>(levels) : 1.0f;
   const float inverse = 1.0f / code.scale;
   if (!std::isfinite(inverse)) return;  // a subnormal scale codes every element 0: the offset already there
   const __m256 inverse8 = _mm256_set1_ps(inverse);
   const __m256i offset = _mm256_set1_epi32(code.offset), low = _mm256_set1_epi32(code.offset - levels),
                 high = _mm256_set1_epi32(code.offset + levels);
-  for (j = 0; j + 8 <= d; j += 8) {
+  std::size_t j = 0;
+  for (; j + 8 <= d; j += 8) {
     __m256i level =
         _mm256_add_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(finite8(_mm256_loadu_ps(query + j)), inverse8)), offset);
     level = _mm256_min_epi32(_mm256_max_epi32(level, low), high);
