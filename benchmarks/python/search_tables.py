@@ -50,6 +50,20 @@ def counter(results, key):
     return statistics.median(values) if values else None
 
 
+def table(title, columns, rows, first_column_numeric=False):
+    """Prints a titled Markdown table, its columns right-aligned but the first
+    (unless that one is numeric too)."""
+    print(f"\n{title}\n")
+    print("| " + " | ".join(columns) + " |")
+    print("|" + ("---:|" if first_column_numeric else "---|") + "---:|" * (len(columns) - 1))
+    for cells in rows:
+        print("| " + " | ".join(cells) + " |")
+
+
+def micro(seconds):
+    return seconds * 1e6 if seconds is not None else None
+
+
 def main():
     if len(sys.argv) != 2 or sys.argv[1] in ("-h", "--help"):
         print(__doc__.strip())
@@ -57,7 +71,7 @@ def main():
     out = sys.argv[1]
     machine = os.path.join(out, "machine.txt")
     if os.path.exists(machine):
-        print(open(machine).read().strip(), "\n")
+        print(open(machine).read().strip())
 
     index = load(os.path.join(out, "index.native.json"))
     pattern = re.compile(r"BM_IndexSearch/kind:(\d)/vectors:(\d+)/efSearch:(\d+)")
@@ -68,53 +82,46 @@ def main():
             found[tuple(int(g) for g in m.groups())] = results
     sizes = sorted({k[1] for k in found})
 
-    print("Exact search (k = 12), one query per call:\n")
-    print("| vectors | rapidqa µs | recall@1 | FAISS IndexFlatIP µs | recall@1 | FAISS / rapidqa |")
-    print("|---:|---:|---:|---:|---:|---:|")
+    rows = []
     for n in sizes:
         ours, theirs = found.get((0, n, 0)), found.get((2, n, 0))
-        if not ours:
-            continue
-        ratio = time_us(theirs) / time_us(ours) if theirs else None
-        print(f"| {n:,} | {fmt(time_us(ours))} | {fmt(counter(ours, 'recall@1'), 3)} | {fmt(time_us(theirs))} | "
-              f"{fmt(counter(theirs, 'recall@1'), 3)} | {fmt(ratio, 1)}x |")
+        if ours:
+            ratio = time_us(theirs) / time_us(ours) if theirs else None
+            rows.append((f"{n:,}", fmt(time_us(ours)), fmt(counter(ours, "recall@1"), 3), fmt(time_us(theirs)),
+                         fmt(counter(theirs, "recall@1"), 3), f"{fmt(ratio, 1)}x"))
+    table("Exact search (k = 12), one query per call:",
+          ("vectors", "rapidqa µs", "recall@1", "FAISS IndexFlatIP µs", "recall@1", "FAISS / rapidqa"), rows,
+          first_column_numeric=True)
 
-    print("\nHNSW (M 32, efConstruction 80), one query per call; FAISS's search over rapidqa's graph, "
-          "and over its own build where run:\n")
-    print("| vectors | efSearch | rapidqa µs | recall@1 | FAISS, same graph µs | recall@1 | FAISS / rapidqa | "
-          "FAISS, own graph µs | recall@1 |")
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    rows = []
     for n in sizes:
         for ef in (32, 64, 128, 256):
             ours, same, own = found.get((1, n, ef)), found.get((4, n, ef)), found.get((3, n, ef))
-            if not ours:
-                continue
-            ratio = time_us(same) / time_us(ours) if same else None
-            print(f"| {n:,} | {ef} | {fmt(time_us(ours))} | {fmt(counter(ours, 'recall@1'), 3)} | "
-                  f"{fmt(time_us(same))} | {fmt(counter(same, 'recall@1'), 3)} | {fmt(ratio, 1)}x | "
-                  f"{fmt(time_us(own))} | {fmt(counter(own, 'recall@1'), 3)} |")
+            if ours:
+                ratio = time_us(same) / time_us(ours) if same else None
+                rows.append((f"{n:,}", str(ef), fmt(time_us(ours)), fmt(counter(ours, "recall@1"), 3),
+                             fmt(time_us(same)), fmt(counter(same, "recall@1"), 3), f"{fmt(ratio, 1)}x",
+                             fmt(time_us(own)), fmt(counter(own, "recall@1"), 3)))
+    table("HNSW (M 32, efConstruction 80), one query per call; FAISS's search over rapidqa's graph, "
+          "and over its own build where run:",
+          ("vectors", "efSearch", "rapidqa µs", "recall@1", "FAISS, same graph µs", "recall@1", "FAISS / rapidqa",
+           "FAISS, own graph µs", "recall@1"), rows, first_column_numeric=True)
 
     batch = {k: v for k, v in index.items() if k.startswith("BM_IndexSearchBatch/")}
     if batch:
-        print("\nSeveral queries per call (µs per query):\n")
-        print("| benchmark | µs per query |")
-        print("|---|---:|")
-        for name, results in sorted(batch.items()):
-            # A rate counter inverted: seconds per query in the JSON.
-            seconds = counter(results, "per_query_us")
-            print(f"| {name} | {fmt(seconds * 1e6 if seconds is not None else None)} |")
+        # A rate counter inverted: seconds per query in the JSON.
+        table("Several queries per call (µs per query):", ("benchmark", "µs per query"),
+              ((name, fmt(micro(counter(results, "per_query_us")))) for name, results in sorted(batch.items())))
 
     # The AVX2 path beside the best kernels.
     native_small, avx2_small = rounds(out, "native"), rounds(out, "AVX2")
     native_index, avx2_index = rounds(out, "native", "kernels"), rounds(out, "AVX2", "kernels")
     ask_native = load(os.path.join(out, "ask.native.json"))
-    print("\nThe AVX2 path (medians over three interleaved rounds of each):\n")
-    print("| measurement | best kernels | AVX2 | AVX2 / best |")
-    print("|---|---:|---:|---:|")
+    rows = []
 
-    def row(label, best, avx2, digits=None):
+    def row(label, best, avx2):
         ratio = avx2 / best if best and avx2 else None
-        print(f"| {label} | {fmt(best, digits)} | {fmt(avx2, digits)} | {fmt(ratio, 2)} |")
+        rows.append((label, fmt(best), fmt(avx2), fmt(ratio, 2)))
 
     for n, kind, ef in ((10000, 0, 0), (100000, 0, 0), (10000, 1, 64), (10000, 1, 256), (100000, 1, 64),
                         (100000, 1, 256)):
@@ -133,10 +140,10 @@ def main():
         name = f"BM_AskMiss/{n}/iterations:10000"
         row(f"ask: miss over {n:,} entries, p99 µs", counter(native_small.get(name, []), "p99_us"),
             counter(avx2_small.get(name, []), "p99_us"))
+    table("The AVX2 path (medians over three interleaved rounds of each):",
+          ("measurement", "best kernels", "AVX2", "AVX2 / best"), rows)
 
-    print("\nAsking, each path (µs; over 1k and 10k entries the median of the three rounds' percentiles):\n")
-    print("| path | entries | p50 | p95 | p99 | mean |")
-    print("|---|---:|---:|---:|---:|---:|")
+    rows = []
     for label, prefix in (("result-cache hit", "BM_AskResultCacheHit"),
                           ("semantic-cache hit (1,000 cached questions)", "BM_AskSemanticCacheHit"),
                           ("miss: encode + semantic lookup + retrieval", "BM_AskMiss")):
@@ -145,25 +152,23 @@ def main():
             results = native_small.get(name) or ask_native.get(name)
             if not results:
                 continue
-            cells = " | ".join(fmt(counter(results, k)) for k in ("p50_us", "p95_us", "p99_us", "mean_us"))
-            print(f"| {label} | {n:,} | {cells} |")
+            percentiles = ("p50_us", "p95_us", "p99_us", "mean_us")
+            rows.append((label, f"{n:,}") + tuple(fmt(counter(results, k)) for k in percentiles))
+    table("Asking, each path (µs; over 1k and 10k entries the median of the three rounds' percentiles):",
+          ("path", "entries", "p50", "p95", "p99", "mean"), rows)
 
     stages = load(os.path.join(out, "stages.native.json"))
     if stages:
-        print("\nStages (µs per call):\n")
-        print("| benchmark | µs |")
-        print("|---|---:|")
-        for name, results in sorted(stages.items()):
-            print(f"| {name} | {fmt(time_us(results))} |")
+        table("Stages (µs per call):", ("benchmark", "µs"),
+              ((name, fmt(time_us(results))) for name, results in sorted(stages.items())))
 
     scale = load(os.path.join(out, "semantic-scale.native.json"))
     if scale:
-        print("\nThe semantic cache's HNSW index, 100k question-shaped vectors:\n")
-        print("| benchmark | efSearch | p50 µs | p99 µs | recall@1 |")
-        print("|---|---:|---:|---:|---:|")
-        for name, results in sorted(scale.items()):
-            print(f"| {name} | {fmt(counter(results, 'ef_search'), 0)} | {fmt(counter(results, 'p50_us'))} | "
-                  f"{fmt(counter(results, 'p99_us'))} | {fmt(counter(results, 'recall_at_1'), 3)} |")
+        table("The semantic cache's HNSW index, 100k question-shaped vectors:",
+              ("benchmark", "efSearch", "p50 µs", "p99 µs", "recall@1"),
+              ((name, fmt(counter(results, "ef_search"), 0), fmt(counter(results, "p50_us")),
+                fmt(counter(results, "p99_us")), fmt(counter(results, "recall_at_1"), 3))
+               for name, results in sorted(scale.items())))
     return 0
 
 
