@@ -18,6 +18,14 @@ static int failures = 0;
     }                                                                 \
   } while (0)
 
+/* rqa_engine_create refuses *options with `status`, and its error names
+   `text` (the field, or what is missing). */
+#define CHECK_CREATE_REFUSED(options, engine, status, text)       \
+  do {                                                            \
+    CHECK(rqa_engine_create((options), (engine)) == (status));    \
+    CHECK(strstr(rqa_last_error(), (text)) != NULL);              \
+  } while (0)
+
 static void test_version(void) {
   char expected[32];
   snprintf(expected, sizeof expected, "%d.%d.%d", RQA_VERSION_MAJOR, RQA_VERSION_MINOR, RQA_VERSION_PATCH);
@@ -141,8 +149,7 @@ static void test_answer_quality_options(void) {
   CHECK(options.min_answer_confidence == 0.0f);
   CHECK(options.semantic_target_error_rate == 0.0f);
   options.semantic_target_error_rate = 0.9f; /* outside (0, 0.5] */
-  CHECK(rqa_engine_create(&options, &engine) == RQA_INVALID_ARGUMENT);
-  CHECK(strstr(rqa_last_error(), "target_error_rate") != NULL);
+  CHECK_CREATE_REFUSED(&options, &engine, RQA_INVALID_ARGUMENT, "target_error_rate");
   options.semantic_target_error_rate = 0.02f;
   options.min_answer_confidence = 0.9999f;
   CHECK(rqa_engine_create(&options, &engine) == RQA_OK);
@@ -179,12 +186,10 @@ static void test_answer_quality_options(void) {
   /* Retrieval's ranking and word list. */
   rqa_engine_options_init(&options);
   options.retrieval_fusion = "bm25";
-  CHECK(rqa_engine_create(&options, &engine) == RQA_INVALID_ARGUMENT);
-  CHECK(strstr(rqa_last_error(), "retrieval_fusion") != NULL);
+  CHECK_CREATE_REFUSED(&options, &engine, RQA_INVALID_ARGUMENT, "retrieval_fusion");
   options.retrieval_fusion = "rrf";
   options.word_dictionary = "/no/such/dict.txt";
-  CHECK(rqa_engine_create(&options, &engine) == RQA_NOT_FOUND);
-  CHECK(strstr(rqa_last_error(), "word_dictionary") != NULL);
+  CHECK_CREATE_REFUSED(&options, &engine, RQA_NOT_FOUND, "word_dictionary");
   options.retrieval_fusion = "dense";
   options.word_dictionary = NULL;
   CHECK(rqa_engine_create(&options, &engine) == RQA_OK);
@@ -273,8 +278,7 @@ static void test_models_and_encode(void) {
   CHECK(strstr(rqa_last_error(), "/no/such/model") != NULL);
   rqa_engine_options_init(&options);
   options.reader_model_dir = RAPIDQA_TINY_MODELS "/bert-tiny";
-  CHECK(rqa_engine_create(&options, &engine) == RQA_INVALID_ARGUMENT);
-  CHECK(strstr(rqa_last_error(), "qa_outputs") != NULL);
+  CHECK_CREATE_REFUSED(&options, &engine, RQA_INVALID_ARGUMENT, "qa_outputs");
   test_sentence_transformers_choices();
 }
 
@@ -294,8 +298,7 @@ static void test_models_and_encode(void) {
   CHECK(strstr(rqa_last_error(), "models component") != NULL);
   options.encoder_model_dir = NULL;
   options.reader_model_dir = "/any/reader";
-  CHECK(rqa_engine_create(&options, &engine) == RQA_FAILED_PRECONDITION);
-  CHECK(strstr(rqa_last_error(), "reader_model_dir") != NULL);
+  CHECK_CREATE_REFUSED(&options, &engine, RQA_FAILED_PRECONDITION, "reader_model_dir");
   CHECK(rqa_quantize_model("/any/model", "/any/out", NULL, NULL, NULL, NULL) == RQA_FAILED_PRECONDITION);
   CHECK(strstr(rqa_last_error(), "rqa_quantize_model") != NULL);
 }
@@ -392,8 +395,7 @@ static void test_redis_options(void) {
   CHECK(options.redis_port == 6379);
   options.redis_host = "127.0.0.1";
   options.redis_port = 0;
-  CHECK(rqa_engine_create(&options, &engine) == RQA_INVALID_ARGUMENT);
-  CHECK(strstr(rqa_last_error(), "redis.port") != NULL);
+  CHECK_CREATE_REFUSED(&options, &engine, RQA_INVALID_ARGUMENT, "redis.port");
 
   options.redis_port = 1; /* nothing listens there: refused at once */
   CHECK(rqa_engine_create(&options, &engine) == RQA_OK);
@@ -454,8 +456,7 @@ static void test_redis_options(void) {
 
   rqa_engine_options_init(&options);
   options.redis_host = "127.0.0.1";
-  CHECK(rqa_engine_create(&options, &engine) == RQA_FAILED_PRECONDITION);
-  CHECK(strstr(rqa_last_error(), "RAPIDQA_WITH_REDIS") != NULL);
+  CHECK_CREATE_REFUSED(&options, &engine, RQA_FAILED_PRECONDITION, "RAPIDQA_WITH_REDIS");
 }
 static void test_log_callback(void) {}
 #endif
@@ -510,14 +511,12 @@ static void test_remote_encoder_errors(void) {
   options.remote_encoder_url = "http://127.0.0.1:1";
   options.remote_encoder_model = "m";
   options.remote_encoder_protocol = "grpc";
-  CHECK(rqa_engine_create(&options, &engine) == RQA_INVALID_ARGUMENT);
-  CHECK(strstr(rqa_last_error(), "remote_encoder_protocol") != NULL);
+  CHECK_CREATE_REFUSED(&options, &engine, RQA_INVALID_ARGUMENT, "remote_encoder_protocol");
   options.remote_encoder_protocol = "kserve";
   options.remote_encoder_model = NULL;
   CHECK(rqa_engine_create(&options, &engine) == RQA_INVALID_ARGUMENT);
   options.remote_encoder_model = "m";
-  CHECK(rqa_engine_create(&options, &engine) == RQA_UNAVAILABLE);
-  CHECK(strstr(rqa_last_error(), "127.0.0.1:1") != NULL);
+  CHECK_CREATE_REFUSED(&options, &engine, RQA_UNAVAILABLE, "127.0.0.1:1");
   CHECK(engine == NULL);
 }
 
