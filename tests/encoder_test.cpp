@@ -1,11 +1,14 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <limits>
+#include <vector>
 #include <numeric>
 #include <thread>
 
 #include "rapidqa/hashing_encoder.h"
 #include "rapidqa/text_normalizer.h"
+#include "common/squared_norm.h"
 #include "text/feature_hash.h"
 
 using rapidqa::HashingEncoder;
@@ -253,4 +256,22 @@ TEST_CASE("Encoding from several threads at once fills the word cache safely", "
   }
   for (auto& thread : threads) thread.join();
   CHECK(mismatches == std::vector<int>(4, 0));
+}
+
+TEST_CASE("squared_norm sums in double over every length, and passes NaN and infinity on", "[encoder]") {
+  for (std::size_t d = 0; d <= 40; ++d) {
+    std::vector<float> v(d);
+    double plain = 0;
+    for (std::size_t i = 0; i < d; ++i) {
+      v[i] = 0.1f * static_cast<float>(i) - 1.3f;
+      plain += static_cast<double>(v[i]) * v[i];
+    }
+    REQUIRE(rapidqa::squared_norm(v.data(), d) == Approx(plain).epsilon(1e-12));
+  }
+  std::vector<float> v(384, 0.5f);
+  REQUIRE(rapidqa::squared_norm(v.data(), v.size()) == 96.0);
+  v[383] = std::numeric_limits<float>::quiet_NaN();
+  REQUIRE(std::isnan(rapidqa::squared_norm(v.data(), v.size())));
+  v[383] = std::numeric_limits<float>::infinity();
+  REQUIRE(std::isinf(rapidqa::squared_norm(v.data(), v.size())));
 }

@@ -18,6 +18,7 @@
 #include "cache/tier_store.h"
 #include "common/bounded_json.h"
 #include "common/guard.h"
+#include "common/squared_norm.h"
 #include "index/inner_product.h"
 #include "index/spherical_kmeans.h"
 #include "index/vector_index.h"
@@ -74,8 +75,7 @@ Status check_threshold(float threshold, const std::string& what) {
 // the encoder returns: the vector itself when it already is, a copy in
 // scratch when not, null when it cannot be (a NaN or infinity, length 0).
 const float* unit_length(const float* vector, std::size_t dimension, std::vector<float>& scratch) {
-  double squared = 0;
-  for (std::size_t i = 0; i < dimension; ++i) squared += static_cast<double>(vector[i]) * vector[i];
+  const double squared = squared_norm(vector, dimension);
   if (!std::isfinite(squared) || squared <= 0) return nullptr;
   if (std::fabs(squared - 1.0) < 1e-5) return vector;
   const double scale = 1.0 / std::sqrt(squared);

@@ -1,3 +1,4 @@
+
 #include "rapidqa/hashing_encoder.h"
 
 #include <algorithm>
@@ -16,6 +17,7 @@
 
 #include "common/checksum.h"
 #include "common/guard.h"
+#include "common/squared_norm.h"
 #include "text/feature_hash.h"
 #include "text/lexical_tokenizer.h"
 #include "text/utf8.h"
@@ -357,8 +359,7 @@ Status HashingEncoder::encode_one(const std::string& text, float* out) const {
         impl.word_terms.insert(token.text, terms);
       },
       [&](const Feature& bigram) { impl.add(bigram, out); });
-  double norm = 0;
-  for (std::size_t i = 0; i < dim; ++i) norm += static_cast<double>(out[i]) * out[i];
+  const double norm = squared_norm(out, dim);
   if (norm > 0) {
     const auto inv = static_cast<float>(1.0 / std::sqrt(norm));
     for (std::size_t i = 0; i < dim; ++i) out[i] *= inv;

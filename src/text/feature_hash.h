@@ -36,21 +36,25 @@ inline std::uint64_t fnv1a(std::uint64_t h, std::string_view bytes) {
 // "Faster remainder by direct computation", 2019: 128 fraction bits are
 // exact for every 64-bit a and d).
 class BucketOf {
+  // GCC and Clang's 128-bit integer (__extension__: no -Wpedantic warning
+  // in every file that includes this one).
+  __extension__ using Uint128 = unsigned __int128;
+
  public:
   explicit BucketOf(std::uint64_t buckets = 1) : buckets_(buckets) {
-    multiplier_ = ~static_cast<unsigned __int128>(0) / buckets + 1;
+    multiplier_ = ~static_cast<Uint128>(0) / buckets + 1;
   }
   std::uint64_t of(std::uint64_t hash) const {
-    const unsigned __int128 fraction = multiplier_ * hash;  // mod 2^128
+    const Uint128 fraction = multiplier_ * hash;  // mod 2^128
     // (fraction * d) >> 128, from fraction's two 64-bit halves.
-    const unsigned __int128 low = static_cast<unsigned __int128>(static_cast<std::uint64_t>(fraction)) * buckets_;
-    const unsigned __int128 high = (fraction >> 64) * buckets_;
+    const Uint128 low = static_cast<Uint128>(static_cast<std::uint64_t>(fraction)) * buckets_;
+    const Uint128 high = (fraction >> 64) * buckets_;
     return static_cast<std::uint64_t>((high + (low >> 64)) >> 64);
   }
 
  private:
   std::uint64_t buckets_;
-  unsigned __int128 multiplier_;
+  Uint128 multiplier_;
 };
 
 }  // namespace rapidqa::text
