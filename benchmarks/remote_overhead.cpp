@@ -39,6 +39,9 @@ struct Options {
   int calls = 2000;
   double seconds = 5;
   std::vector<int> clients = {8, 32, 128};
+  std::vector<int> sizes = {1, 16, 64};
+  rapidqa::RemoteProtocol protocol = rapidqa::RemoteProtocol::kOpenAIEmbeddings;
+  bool http2 = false;
   int batch_workers = 4;
   int batch_delay_us = 2000;
 };
@@ -46,7 +49,7 @@ struct Options {
 void usage(std::FILE* to) {
   std::fprintf(to,
                "usage: rapidqa-remote-bench --endpoint URL [--model NAME] [--kb FILE] [--rounds N] [--calls N]\n"
-               "                            [--seconds S] [--clients N]\n"
+               "                            [--seconds S] [--clients A,B] [--sizes A,B] [--protocol NAME] [--http2]\n"
                "Measures a remote encoder (rapidqa-server on loopback as the host) against the same encoder in\n"
                "this process. Run by benchmarks/run_remote_overhead.sh, which starts the host.\n"
                "  --endpoint URL  the host's base URL (required)\n"
@@ -56,8 +59,23 @@ void usage(std::FILE* to) {
                "  --calls N       sequential encode calls per size and side (2000)\n"
                "  --seconds S     length of each engine run (5)\n"
                "  --clients A,B   asking threads in the engine runs, one run per count (8,32,128)\n"
+               "  --sizes A,B     texts per encode call, one measurement per size (1,16,64)\n"
+               "  --protocol NAME openai (default), kserve (KServe v2 over HTTP) or kserve-grpc (the host's gRPC\n"
+               "                  port as --endpoint)\n"
+               "  --http2         HTTP/2 (h2c, prior knowledge: the host's --h2-port as --endpoint)\n"
                "  --batch-workers N  batches the engine's batcher sends at once (4: the work is the host's)\n"
                "  --batch-delay-us N longest wait for a fuller batch (2000, the engine's default)\n");
+}
+
+// A comma-separated list of counts, each clamped to [1, most].
+std::vector<int> counts(const std::string& list, int most) {
+  std::vector<int> out;
+  for (std::size_t at = 0; at <= list.size();) {
+    const std::size_t comma = std::min(list.find(',', at), list.size());
+    out.push_back(std::clamp(std::atoi(list.substr(at, comma - at).c_str()), 1, most));
+    at = comma + 1;
+  }
+  return out;
 }
 
 double percentile(std::vector<double> v, double p) {
@@ -172,6 +190,8 @@ int run(const Options& o) {
   ro.endpoints = {o.endpoint};
   ro.model = o.model;
   ro.dimension = local->encoder().dimension();
+  ro.protocol = o.protocol;
+  if (o.http2) ro.http_version = rapidqa::RemoteHttpVersion::kHttp2;
   auto remote = rapidqa::RemoteEncoder::create(ro);
   if (!remote) {
     std::fprintf(stderr, "rapidqa-remote-bench: %s\n", remote.status().to_string().c_str());
@@ -182,7 +202,8 @@ int run(const Options& o) {
   auto unbatched = engine_with(encoder, false, o.kb);
   std::printf("measure,round,side,texts_per_call,clients,answers_per_s,p50_ms,p99_ms,degraded\n");
   for (int round = 1; round <= o.rounds; ++round) {
-    for (std::size_t batch : {1, 16, 64}) {
+    for (const int size : o.sizes) {
+      const auto batch = static_cast<std::size_t>(size);
       const auto in_process = time_encodes(local->encoder(), normalized, batch, o.calls);
       const auto over_http = time_encodes(*encoder, questions, batch, o.calls);
       std::printf("encode,%d,in-process,%zu,1,,%.4f,%.4f,\n", round, batch, percentile(in_process, 0.5),
@@ -215,6 +236,10 @@ int main(int argc, char** argv) {
       usage(stdout);
       return 0;
     }
+    if (arg == "--http2") {
+      o.http2 = true;
+      continue;
+    }
     if (i + 1 >= argc) {
       std::fprintf(stderr, "rapidqa-remote-bench: unknown option or missing value: %s\n", arg.c_str());
       usage(stderr);
@@ -227,13 +252,15 @@ int main(int argc, char** argv) {
     else if (arg == "--rounds") o.rounds = std::max(1, std::atoi(v.c_str()));
     else if (arg == "--calls") o.calls = std::max(1, std::atoi(v.c_str()));
     else if (arg == "--seconds") o.seconds = std::max(0.1, std::atof(v.c_str()));
-    else if (arg == "--clients") {
-      o.clients.clear();
-      for (std::size_t at = 0; at <= v.size();) {
-        const std::size_t comma = std::min(v.find(',', at), v.size());
-        o.clients.push_back(std::clamp(std::atoi(v.substr(at, comma - at).c_str()), 1, 4096));
-        at = comma + 1;
+    else if (arg == "--clients") o.clients = counts(v, 4096);
+    else if (arg == "--sizes") o.sizes = counts(v, 4096);
+    else if (arg == "--protocol") {
+      const auto protocol = rapidqa::remote_protocol_from_name(v);
+      if (!protocol) {
+        std::fprintf(stderr, "rapidqa-remote-bench: unknown protocol %s (openai, kserve, kserve-grpc)\n", v.c_str());
+        return 2;
       }
+      o.protocol = *protocol;
     }
     else if (arg == "--batch-delay-us") o.batch_delay_us = std::clamp(std::atoi(v.c_str()), 0, 1000000);
     else if (arg == "--batch-workers") o.batch_workers = std::clamp(std::atoi(v.c_str()), 1, 64);

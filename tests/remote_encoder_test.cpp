@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cmath>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -17,6 +18,7 @@
 #include "remote/circuit_breaker.h"
 #include "remote/embedding_protocol.h"
 #include "remote/endpoint_set.h"
+#include "remote/http_lane.h"
 #include "support/canned_http_server.h"
 #include "support/free_port.h"
 
@@ -264,6 +266,20 @@ TEST_CASE("embedding protocols: request bodies and the answers they accept", "[r
   REQUIRE(rapidqa::remote::error_message(R"({"error":{"message":"too long","type":"invalid_request_error"}})") ==
           "too long");
   REQUIRE(rapidqa::remote::error_message(R"({"error":"no model"})") == "no model");
+}
+
+TEST_CASE("header lines: Content-Length read for the body's room, Retry-After in seconds", "[remote]") {
+  using rapidqa::remote::content_length_header;
+  using rapidqa::remote::retry_after_header;
+  const auto length = [](const std::string& line) { return content_length_header(line.data(), line.size()); };
+  REQUIRE(length("Content-Length: 138240\r\n") == std::optional<std::size_t>(138240));
+  REQUIRE(length("content-length:0\r\n") == std::optional<std::size_t>(0));
+  REQUIRE_FALSE(length("Content-Length: -1\r\n"));
+  REQUIRE_FALSE(length("Content-Length: many\r\n"));
+  REQUIRE_FALSE(length("Content-Type: application/json\r\n"));
+  REQUIRE_FALSE(length("Content-Length:"));
+  const std::string retry = "Retry-After: 3\r\n";
+  REQUIRE(retry_after_header(retry.data(), retry.size()) == std::optional<std::chrono::milliseconds>(3000));
 }
 
 TEST_CASE("remote encoder refuses bad options with a clear error", "[remote]") {

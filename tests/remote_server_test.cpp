@@ -125,6 +125,27 @@ TEST_CASE("remote encoders over rapidqa-server give the host model's vectors", "
     REQUIRE(got.size() == expected.size());
     for (std::size_t i = 0; i < got.size(); ++i) REQUIRE(got[i] == Approx(expected[i]).margin(1e-5));
   }
+  // Answers larger than one write: the host writes HTTP/1.1 bodies 1 MiB at
+  // a time (as numbers, 256 vectors are over 1 MB) and HTTP/2 ones in
+  // frames of 8 KiB; every vector arrives whole and in its place.
+  std::vector<std::string> many, many_normalized;
+  for (std::size_t i = 0; i < 256; ++i) {
+    many.push_back(texts[i % texts.size()] + " " + std::to_string(i));
+    many_normalized.push_back(rapidqa::normalize_text(many.back()).value());
+  }
+  std::vector<float> many_expected;
+  REQUIRE(local->encoder().encode(many_normalized, many_expected).is_ok());
+  RemoteEncoderOptions as_numbers = openai;
+  as_numbers.base64_vectors = false;
+  for (auto options : {openai, as_numbers, h2}) {
+    options.max_texts_per_request = many.size();  // one request, one answer
+    std::vector<float> got;
+    const auto encoded = remote(options)->encode(many, got);
+    INFO(encoded.message());
+    REQUIRE(encoded.is_ok());
+    REQUIRE(got.size() == many_expected.size());
+    for (std::size_t i = 0; i < got.size(); ++i) REQUIRE(got[i] == Approx(many_expected[i]).margin(1e-5));
+  }
   // A model the host does not serve is named in the error.
   RemoteEncoderOptions unknown = kserve;
   unknown.model = "no-such-model";

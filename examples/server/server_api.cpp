@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
+#include <rapidqa/base64.h>
 #include <rapidqa/knowledge_file.h>
 #include <rapidqa/text_normalizer.h>
 #include <rapidqa/version.h>
@@ -181,16 +182,6 @@ bool starts_with(std::string_view text, std::string_view prefix) {
 
 ServerResponse method_not_allowed(const std::string& method, const std::string& path) {
   return error_response(405, "method_not_allowed", method + " is not served on " + path);
-}
-
-std::string base64(const float* data, std::size_t count) {
-  const std::size_t bytes = count * sizeof(float);
-  std::string out(4 * ((bytes + 2) / 3) + 1, '\0');
-  const int written =
-      EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()), reinterpret_cast<const unsigned char*>(data),
-                      static_cast<int>(bytes));
-  out.resize(static_cast<std::size_t>(written));
-  return out;
 }
 
 }  // namespace
@@ -575,7 +566,7 @@ ServerResponse ServerApi::embeddings(const ServerRequest& request) {
     return error_response(400, "invalid_argument",
                           "this model makes " + std::to_string(dim) + "-dimensional vectors only");
   }
-  std::vector<float> vectors;
+  thread_local std::vector<float> vectors;  // a batch's are about 100 KB: kept per worker thread
   if (ServerResponse r = embed(model, texts, request.authorization, vectors); r.status != 200) return r;
   std::size_t tokens = 0;
   for (const auto& text : texts) tokens += text.size();  // bytes: the encoder's own tokens are not exposed
@@ -589,8 +580,10 @@ ServerResponse ServerApi::embeddings(const ServerRequest& request) {
     r.body += "{\"object\":\"list\",\"data\":[";
     for (std::size_t i = 0; i < texts.size(); ++i) {
       if (i) r.body += ',';
-      r.body += "{\"object\":\"embedding\",\"index\":" + std::to_string(i) + ",\"embedding\":\"";
-      r.body += base64(vectors.data() + i * dim, dim);
+      r.body += "{\"object\":\"embedding\",\"index\":";
+      r.body += std::to_string(i);
+      r.body += ",\"embedding\":\"";
+      append_base64(vectors.data() + i * dim, dim * sizeof(float), r.body);
       r.body += "\"}";
     }
     r.body += "],\"model\":" + tools::json_line(options_.model_name) + ",\"usage\":" + tools::json_line(usage) + "}";

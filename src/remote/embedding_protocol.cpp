@@ -2,13 +2,15 @@
 
 #include "remote/kserve_grpc_wire.h"
 
+#include "rapidqa/base64.h"
+
 #include <fmt/format.h>
 
 #include <nlohmann/json.hpp>
-#include <openssl/evp.h>
 #include <simdjson.h>
 
 #include <cstring>
+#include <string_view>
 
 namespace rapidqa::remote {
 
@@ -30,21 +32,10 @@ std::string escape_segment(const std::string& s) {
 }
 
 // A base64 string of little-endian float32s, as OpenAI's encoding_format
-// "base64" sends them.
-bool append_base64_floats(const std::string& text, std::vector<float>& out) {
-  if (text.empty() || text.size() % 4 != 0) return false;
-  std::string bytes(text.size() / 4 * 3, '\0');
-  const int n = EVP_DecodeBlock(reinterpret_cast<unsigned char*>(bytes.data()),
-                                reinterpret_cast<const unsigned char*>(text.data()), static_cast<int>(text.size()));
-  if (n < 0) return false;
-  // EVP_DecodeBlock counts the padding as zero bytes: take them off.
-  std::size_t size = static_cast<std::size_t>(n);
-  for (std::size_t i = text.size(); i > 0 && text[i - 1] == '=' && size > 0; --i) --size;
-  if (size % sizeof(float) != 0) return false;
-  const std::size_t first = out.size();
-  out.resize(first + size / sizeof(float));
-  std::memcpy(out.data() + first, bytes.data(), size);
-  return true;
+// "base64" sends them, decoded into `bytes` (reused from call to call);
+// false when it is not base64 or not whole floats.
+bool decode_base64_floats(std::string_view text, std::string& bytes) {
+  return !text.empty() && base64_decode(text, bytes).is_ok() && bytes.size() % sizeof(float) == 0;
 }
 
 Status check_length(std::size_t got, std::size_t& dimension, std::size_t row) {
@@ -133,8 +124,12 @@ Status EmbeddingProtocol::read_vectors(const std::string& body, std::size_t coun
     if (data.size() != count) {
       return Status::data_loss(fmt::format("the answer holds {} embeddings for {} texts", data.size(), count));
     }
-    std::vector<std::vector<float>> rows(count);
+    // Each vector goes straight to its row of `out`: a batch is tens of
+    // thousands of floats, and a copy of each text and a vector per row
+    // cost more than decoding them.
     std::vector<bool> seen(count, false);
+    thread_local std::string bytes;
+    thread_local std::vector<float> numbers;
     std::size_t k = 0;
     for (element item_element : data) {
       object item;
@@ -154,17 +149,24 @@ Status EmbeddingProtocol::read_vectors(const std::string& body, std::size_t coun
       seen[index] = true;
       element e;
       std::string_view text;
+      const char* values = nullptr;  // got floats' bytes
+      std::size_t got = 0;
       bool read = item["embedding"].get(e) == simdjson::SUCCESS;
       if (read && e.get_string().get(text) == simdjson::SUCCESS) {
-        read = append_base64_floats(std::string(text), rows[index]);
+        read = decode_base64_floats(text, bytes);
+        values = bytes.data();
+        got = bytes.size() / sizeof(float);
       } else if (read) {
-        read = e.is_array() && append_numbers(e, rows[index]);
+        numbers.clear();
+        read = e.is_array() && append_numbers(e, numbers);
+        values = reinterpret_cast<const char*>(numbers.data());
+        got = numbers.size();
       }
       if (!read) return Status::data_loss("an item of 'data' has no 'embedding' (numbers, or base64 float32s)");
-      if (Status s = check_length(rows[index].size(), dimension, index); !s.is_ok()) return s;
+      if (Status s = check_length(got, dimension, index); !s.is_ok()) return s;
+      if (out.empty()) out.resize(count * dimension);
+      std::memcpy(out.data() + index * dimension, values, dimension * sizeof(float));
     }
-    out.reserve(count * dimension);
-    for (const auto& r : rows) out.insert(out.end(), r.begin(), r.end());
     return Status::ok();
   }
   array outputs;

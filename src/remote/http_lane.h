@@ -58,6 +58,9 @@ void set_post_options(void* easy, const HttpSettings& settings, const std::strin
 // The delay a "Retry-After: SECONDS" header line asks for (an HTTP date
 // is no hint), or nullopt for any other header line.
 std::optional<std::chrono::milliseconds> retry_after_header(const char* line, std::size_t length);
+// The length a "Content-Length: N" header line gives, or nullopt for any
+// other line (and for a negative or missing number).
+std::optional<std::size_t> content_length_header(const char* line, std::size_t length);
 // Content-Type: application/json, no Expect, then `extra` ("Name: value").
 curl_slist* json_headers(const std::vector<std::string>& extra);
 

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <mutex>
 
+#include "common/squared_norm.h"
 #include "remote/circuit_breaker.h"
 #include "remote/embedding_protocol.h"
 #include "remote/endpoint_set.h"
@@ -42,8 +43,7 @@ Status check_options(RemoteEncoderOptions& o) {
 Status normalize_rows(std::vector<float>& v, std::size_t dim) {
   for (std::size_t r = 0; r * dim < v.size(); ++r) {
     float* row = v.data() + r * dim;
-    double sum = 0;
-    for (std::size_t i = 0; i < dim; ++i) sum += static_cast<double>(row[i]) * row[i];
+    const double sum = squared_norm(row, dim);
     if (!std::isfinite(sum) || sum <= 0) {
       return Status::data_loss(fmt::format("vector {} of the answer is zero or not finite", r));
     }
@@ -169,7 +169,9 @@ struct RemoteEncoder::Impl {
                     return;
                   }
                   if (r.succeeded()) {
-                    std::vector<float> vectors;
+                    // Kept per thread: a batch's vectors are about 100 KB, a fresh
+                    // allocation (and its page faults) per answer.
+                    thread_local std::vector<float> vectors;
                     std::size_t dim = dimension;
                     Status read = protocol.read_vectors(r.body, texts.size(), dim, vectors);
                     if (read.is_ok()) read = normalize_rows(vectors, dim);
