@@ -2,6 +2,7 @@
 // and the knowledge tier ranking with them.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <unistd.h>
@@ -137,6 +138,51 @@ TEST_CASE("The BM25 index scores as the formula says and forgets what is removed
   CHECK(after.empty());  // no phrasing holds 乙 any more
   index.add(4, "乙甲");  // takes the freed slot
   CHECK(index.top(index.analyze("乙"), 10).front().label == 4);
+}
+
+TEST_CASE("The common subsequence is exact at every length, on both sides of 64 units", "[retrieval]") {
+  // Words drawn from a small vocabulary so that long texts share many, in
+  // orders that differ; lengths around the bit-parallel path's 64 units and
+  // past the 96 the evidence reads.
+  LexicalIndex index(nullptr);
+  const std::vector<std::string> vocabulary = {"alpha", "bravo", "charlie", "delta", "echo", "foxtrot"};
+  std::uint64_t state = 12345;
+  const auto next = [&] {
+    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    return static_cast<std::size_t>(state >> 33);
+  };
+  const auto text_of = [&](std::size_t words, std::vector<std::size_t>& ids) {
+    std::string text;
+    ids.clear();
+    for (std::size_t w = 0; w < words; ++w) {
+      ids.push_back(next() % vocabulary.size());
+      text += (w ? " " : "") + vocabulary[ids.back()];
+    }
+    return text;
+  };
+  const auto reference = [](const std::vector<std::size_t>& a, const std::vector<std::size_t>& b) {
+    const std::size_t n = std::min<std::size_t>(a.size(), 96), m = std::min<std::size_t>(b.size(), 96);
+    std::vector<std::vector<std::size_t>> t(n + 1, std::vector<std::size_t>(m + 1, 0));
+    for (std::size_t i = 1; i <= n; ++i) {
+      for (std::size_t j = 1; j <= m; ++j) {
+        t[i][j] = a[i - 1] == b[j - 1] ? t[i - 1][j - 1] + 1 : std::max(t[i - 1][j], t[i][j - 1]);
+      }
+    }
+    return t[n][m];
+  };
+  std::vector<std::size_t> question_ids, phrasing_ids;
+  for (const std::size_t phrasing_words : {1, 7, 63, 64, 65, 96, 120}) {
+    for (const std::size_t question_words : {1, 9, 64, 100}) {
+      const std::string phrasing = text_of(phrasing_words, phrasing_ids);
+      const std::string question = text_of(question_words, question_ids);
+      index.add(1, phrasing);
+      const auto analyzed = index.analyze(question);
+      const auto e = index.evidence(analyzed, index.weigh(analyzed), 1);
+      const auto expected = static_cast<float>(reference(question_ids, phrasing_ids));
+      INFO(question_words << " question words, " << phrasing_words << " phrasing words");
+      CHECK(e.subsequence_of_question == Approx(expected / static_cast<float>(question_words)));
+    }
+  }
 }
 
 TEST_CASE("Words other than CJK also match by their character trigrams", "[retrieval]") {

@@ -6,6 +6,8 @@
 #include <numeric>
 #include <unordered_map>
 
+#include "index/inner_product.h"
+
 namespace rapidqa::retrieval {
 namespace {
 
@@ -147,12 +149,6 @@ constexpr int kDenseCandidateBreadth = 48;
 constexpr float kRankConstant = 60.0f;  // reciprocal rank fusion's usual k
 constexpr float kRepeatedPhrasingBonus = 1e4f;  // above any fused score
 
-float inner_product(const float* a, const float* b, std::size_t n) {
-  float s = 0;
-  for (std::size_t i = 0; i < n; ++i) s += a[i] * b[i];
-  return s;
-}
-
 }  // namespace
 
 HybridRanker::HybridRanker(RetrievalOptions options, std::shared_ptr<const WordDictionary> words)
@@ -162,6 +158,7 @@ std::vector<HybridRanker::Candidate> HybridRanker::candidates(const AnalyzedText
                                                               const index::VectorIndex& dense,
                                                               std::int64_t skip) const {
   std::vector<std::int64_t> labels;
+  labels.reserve(options_.lexical_candidates + options_.dense_candidates + 1);
   for (const auto& s : lexical_.top(question, options_.lexical_candidates, skip)) labels.push_back(s.label);
   if (options_.dense_candidates > 0 && dense.size() > 0) {
     for (const auto& n : dense.search(vector, options_.dense_candidates + (skip >= 0 ? 1 : 0), kDenseCandidateBreadth)) {
@@ -178,7 +175,7 @@ std::vector<HybridRanker::Candidate> HybridRanker::candidates(const AnalyzedText
   for (const std::int64_t label : labels) {
     const LexicalEvidence e = lexical_.evidence(question, weights, label);
     const float* v = dense.vector_of(label);
-    Candidate c{label, {}, v ? inner_product(vector, v, dense.dimension()) : 0.0f, 0, 0, lexical_.entry_of(label)};
+    Candidate c{label, {}, v ? index::inner_product(vector, v, dense.dimension()) : 0.0f, 0, 0, lexical_.entry_of(label)};
     auto& f = c.features;
     f[kBm25OfBest] = e.bm25;
     f[kBm25PerIdf] = e.bm25_per_question_idf;
@@ -212,18 +209,30 @@ std::vector<HybridRanker::Candidate> HybridRanker::candidates(const AnalyzedText
   };
   rank_by([](const Candidate& c) { return c.features[kBm25OfBest]; }, &Candidate::lexical_rank);
   rank_by([](const Candidate& c) { return c.cosine; }, &Candidate::dense_rank);
-  std::unordered_map<std::uint64_t, std::pair<float, float>> per_entry;  // (BM25 share sum, best cosine)
+  // Per entry, over its candidates: the sum of BM25 shares and the best
+  // cosine. A few dozen candidates: a flat table searched in place beats a
+  // hash map's allocation per entry.
+  struct EntrySums {
+    std::uint64_t entry;
+    float lexical_sum, cosine_max;
+  };
+  std::vector<EntrySums> per_entry;
+  per_entry.reserve(out.size());
+  const auto sums_of = [&](std::uint64_t entry) {
+    return std::find_if(per_entry.begin(), per_entry.end(), [&](const EntrySums& s) { return s.entry == entry; });
+  };
   for (Candidate& c : out) {
     c.features[kBm25OfBest] = best_bm25 > 0 ? c.features[kBm25OfBest] / best_bm25 : 0.0f;
     c.features[kLexicalRank] = 1.0f / (1.0f + static_cast<float>(c.lexical_rank));
-    const auto it = per_entry.try_emplace(c.entry, 0.0f, c.cosine).first;
-    it->second.first += c.features[kBm25OfBest];
-    it->second.second = std::max(it->second.second, c.cosine);
+    auto it = sums_of(c.entry);
+    if (it == per_entry.end()) it = per_entry.insert(per_entry.end(), {c.entry, 0.0f, c.cosine});
+    it->lexical_sum += c.features[kBm25OfBest];
+    it->cosine_max = std::max(it->cosine_max, c.cosine);
   }
   for (Candidate& c : out) {
-    const auto& [lexical_sum, cosine_max] = per_entry[c.entry];
-    c.features[kEntryLexicalSum] = lexical_sum;
-    c.features[kEntryCosineMax] = cosine_max;
+    const auto it = sums_of(c.entry);
+    c.features[kEntryLexicalSum] = it->lexical_sum;
+    c.features[kEntryCosineMax] = it->cosine_max;
   }
   return out;
 }

@@ -1,6 +1,7 @@
 #include "retrieval/lexical_index.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <string>
 
@@ -47,27 +48,52 @@ void sort_unique(std::vector<std::uint64_t>& v) {
   v.erase(std::unique(v.begin(), v.end()), v.end());
 }
 
-// IDF-weighted size of a sorted set and of its intersection with another;
-// `weight(i)` is the weight of mine[i].
+// The weight of what two sorted, distinct sets share; `weight(i)` is the
+// weight of mine[i]. The merge steps without a branch: at a few dozen terms
+// a side, per candidate, mispredicted comparisons were most of its cost.
+// Shared weights are added in mine's order, as a branching merge would.
 template <typename Weight>
-std::pair<float, float> overlap(const std::vector<std::uint64_t>& mine, const std::vector<std::uint64_t>& other,
-                                const Weight& weight) {
-  float total = 0, shared = 0;
-  std::size_t j = 0;
-  for (std::size_t i = 0; i < mine.size(); ++i) {
-    const float w = weight(i);
-    total += w;
-    while (j < other.size() && other[j] < mine[i]) ++j;
-    if (j < other.size() && other[j] == mine[i]) shared += w;
+float shared_weight(const std::vector<std::uint64_t>& mine, const std::vector<std::uint64_t>& other,
+                    const Weight& weight) {
+  float shared = 0;
+  std::size_t i = 0, j = 0;
+  while (i < mine.size() && j < other.size()) {
+    const std::uint64_t a = mine[i], b = other[j];
+    shared += a == b ? weight(i) : 0.0f;
+    i += a <= b;
+    j += b <= a;
   }
-  return {total, shared};
+  return shared;
+}
+
+float mass(const std::vector<float>& weights) {
+  float total = 0;
+  for (const float w : weights) total += w;
+  return total;
 }
 
 float ratio(float part, float whole) { return whole > 0 ? part / whole : 0.0f; }
 
+// The length of the longest common subsequence of a and b (at most
+// kMaxSubsequenceUnits of each). Where b fits in one 64-bit word it runs
+// bit-parallel (Hyyro's formulation of Allison and Dix): one pass over a,
+// each step a branch-free match mask and three word operations, where the
+// table below carries a dependent max along every row.
 std::size_t common_subsequence(const std::vector<std::uint64_t>& a, const std::vector<std::uint64_t>& b) {
   const std::size_t n = std::min(a.size(), kMaxSubsequenceUnits), m = std::min(b.size(), kMaxSubsequenceUnits);
-  std::vector<std::uint16_t> row(m + 1, 0);
+  if (n == 0 || m == 0) return 0;
+  if (m <= 64) {
+    const std::uint64_t all = m == 64 ? ~std::uint64_t{0} : (std::uint64_t{1} << m) - 1;
+    std::uint64_t v = all;  // a zero bit j: column j ends a step of the subsequence so far
+    for (std::size_t i = 0; i < n; ++i) {
+      std::uint64_t match = 0;
+      for (std::size_t j = 0; j < m; ++j) match |= static_cast<std::uint64_t>(a[i] == b[j]) << j;
+      const std::uint64_t u = v & match;
+      v = ((v + u) | (v - u)) & all;
+    }
+    return m - static_cast<std::size_t>(__builtin_popcountll(v));
+  }
+  std::array<std::uint16_t, kMaxSubsequenceUnits + 1> row{};  // on the stack: this runs per candidate
   for (std::size_t i = 0; i < n; ++i) {
     std::uint16_t diagonal = 0;
     for (std::size_t j = 0; j < m; ++j) {
@@ -258,15 +284,19 @@ float LexicalIndex::bm25(const AnalyzedText& question, const QuestionWeights& we
                          const AnalyzedText& phrasing) const {
   const float average = size() ? static_cast<float>(total_length_) / static_cast<float>(size()) : 1.0f;
   const float norm = kK1 * (1 - kB + kB * static_cast<float>(phrasing.length) / std::max(average, 1.0f));
+  // A branch-free merge (see shared_weight): each step's term is scored and
+  // kept only where the two sides meet, in the phrasing's order.
   float score = 0;
-  std::size_t j = 0;
+  const auto& p = phrasing.term_counts;
   const auto& q = question.term_counts;
-  for (const auto& [term, count] : phrasing.term_counts) {
-    while (j < q.size() && q[j].first < term) ++j;
-    if (j == q.size()) break;
-    if (q[j].first != term) continue;
-    const float tf = count;
-    score += weights.terms[j] * tf * (kK1 + 1) / (tf + norm);
+  std::size_t i = 0, j = 0;
+  while (i < p.size() && j < q.size()) {
+    const std::uint64_t a = p[i].first, b = q[j].first;
+    const float tf = p[i].second;
+    const float term = weights.terms[j] * tf * (kK1 + 1) / (tf + norm);
+    score += a == b ? term : 0.0f;
+    i += a <= b;
+    j += b <= a;
   }
   return score;
 }
@@ -282,7 +312,7 @@ std::vector<LexicalIndex::Scored> LexicalIndex::top(const AnalyzedText& question
   std::vector<float>& score = thread_score;  // one TLS lookup, not one per posting
   std::vector<std::uint32_t>& touched = thread_touched;
   if (score.size() < slots_.size()) score.resize(slots_.size(), 0.0f);
-  touched.clear();
+  std::size_t touched_count = 0;
   const float average = std::max(static_cast<float>(total_length_) / static_cast<float>(size()), 1.0f);
   // Rarest terms first, and the commonest left out once the posting budget
   // is spent: they add little to any score and most of the work, and the
@@ -300,15 +330,23 @@ std::vector<LexicalIndex::Scored> LexicalIndex::top(const AnalyzedText& question
     read += list->size();
     const double df = static_cast<double>(list->size());
     const float w = static_cast<float>(std::log(1.0 + (n - df + 0.5) / (df + 0.5)));
+    // Every posting's slot is written at the end of `touched`, and kept (the
+    // count moved on) only on its first score: no branch per posting, so
+    // the divisions of consecutive postings overlap.
+    if (touched.size() < touched_count + list->size()) touched.resize(touched_count + list->size());
+    std::uint32_t* const touched_slots = touched.data();
     for (const Posting& p : *list) {
-      if (score[p.slot] == 0.0f) touched.push_back(p.slot);
+      const float before = score[p.slot];
+      touched_slots[touched_count] = p.slot;
+      touched_count += before == 0.0f;  // IDF is positive: a touched slot is never 0
       const float tf = p.count;
       const float norm = kK1 * (1 - kB + kB * slot_length_[p.slot] / average);
-      score[p.slot] += w * tf * (kK1 + 1) / (tf + norm);  // IDF is positive: a touched slot is never 0
+      score[p.slot] = before + w * tf * (kK1 + 1) / (tf + norm);
     }
   }
-  out.reserve(touched.size());
-  for (const std::uint32_t slot : touched) {
+  out.reserve(touched_count);
+  for (std::size_t t = 0; t < touched_count; ++t) {
+    const std::uint32_t slot = touched[t];
     if (slot_label_[slot] != skip) out.push_back({slot_label_[slot], score[slot]});
     score[slot] = 0.0f;
   }
@@ -325,12 +363,28 @@ std::vector<LexicalIndex::Scored> LexicalIndex::top(const AnalyzedText& question
 
 LexicalIndex::QuestionWeights LexicalIndex::weigh(const AnalyzedText& question) const {
   QuestionWeights w;
-  for (const std::uint64_t t : question.unigrams) w.unigrams.push_back(idf(t));
-  for (const std::uint64_t t : question.bigrams) w.bigrams.push_back(idf(t));
-  for (const std::uint64_t t : question.grams) w.grams.push_back(idf(t));
+  w.terms.reserve(question.term_counts.size());
   for (const auto& [t, count] : question.term_counts) w.terms.push_back(idf(t));
+  // Units, pairs and grams are all among the BM25 terms (sorted, like
+  // each set), so their IDFs are read off the terms' in one merge each
+  // instead of looked up again.
+  const auto from_terms = [&](const std::vector<std::uint64_t>& set, std::vector<float>& out) {
+    out.reserve(set.size());
+    std::size_t j = 0;
+    for (const std::uint64_t t : set) {
+      while (j < question.term_counts.size() && question.term_counts[j].first < t) ++j;
+      out.push_back(j < question.term_counts.size() && question.term_counts[j].first == t ? w.terms[j] : idf(t));
+    }
+  };
+  from_terms(question.unigrams, w.unigrams);
+  from_terms(question.bigrams, w.bigrams);
+  from_terms(question.grams, w.grams);
+  w.unigram_mass = mass(w.unigrams);
+  w.bigram_mass = mass(w.bigrams);
+  w.gram_mass = mass(w.grams);
   if (words_) {
     for (const std::uint64_t t : question.words) w.words.push_back(word_idf(t));
+    w.word_mass = mass(w.words);
   }
   return w;
 }
@@ -340,11 +394,13 @@ LexicalEvidence LexicalIndex::evidence(const AnalyzedText& question, const Quest
   LexicalEvidence e;
   const AnalyzedText* phrasing = text_of(label);
   if (!phrasing) return e;
-  const auto [q_units, shared_units] = overlap(question.unigrams, phrasing->unigrams, [&](std::size_t i) { return weights.unigrams[i]; });
-  const auto [q_pairs, shared_pairs] = overlap(question.bigrams, phrasing->bigrams, [&](std::size_t i) { return weights.bigrams[i]; });
+  const float q_units = weights.unigram_mass, q_pairs = weights.bigram_mass;
+  const float shared_units = shared_weight(question.unigrams, phrasing->unigrams, [&](std::size_t i) { return weights.unigrams[i]; });
+  const float shared_pairs = shared_weight(question.bigrams, phrasing->bigrams, [&](std::size_t i) { return weights.bigrams[i]; });
   const float p_units = phrasing->unigram_mass, p_pairs = phrasing->bigram_mass;
   e.bm25 = bm25(question, weights, *phrasing);
-  const auto [q_grams, shared_grams] = overlap(question.grams, phrasing->grams, [&](std::size_t i) { return weights.grams[i]; });
+  const float q_grams = weights.gram_mass;
+  const float shared_grams = shared_weight(question.grams, phrasing->grams, [&](std::size_t i) { return weights.grams[i]; });
   e.grams_of_question = ratio(shared_grams, q_grams);
   e.grams_of_phrasing = ratio(shared_grams, phrasing->gram_mass);
   e.bm25_per_question_idf = ratio(e.bm25, q_units + q_pairs);
@@ -355,7 +411,8 @@ LexicalEvidence LexicalIndex::evidence(const AnalyzedText& question, const Quest
   e.pairs_of_question = ratio(shared_pairs, q_pairs);
   e.pairs_of_phrasing = ratio(shared_pairs, p_pairs);
   if (words_) {
-    const auto [q_words, shared_words] = overlap(question.words, phrasing->words, [&](std::size_t i) { return weights.words[i]; });
+    const float q_words = weights.word_mass;
+    const float shared_words = shared_weight(question.words, phrasing->words, [&](std::size_t i) { return weights.words[i]; });
     const float p_words = phrasing->word_mass;
     e.words_of_question = ratio(shared_words, q_words);
     e.words_of_phrasing = ratio(shared_words, p_words);

@@ -91,6 +91,7 @@ class LexicalIndex {
   // A question's term weights, computed once for all its candidates.
   struct QuestionWeights {
     std::vector<float> unigrams, bigrams, words, grams, terms;  // IDF, aligned with the AnalyzedText's sets and term_counts
+    float unigram_mass = 0, bigram_mass = 0, word_mass = 0, gram_mass = 0;  // each set's sum, in order
   };
   QuestionWeights weigh(const AnalyzedText& question) const;
   // The evidence for a stored phrasing (which must be present).
