@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <map>
 #include <memory>
+#include <vector>
 
 #include "bench_models.h"
 #include "compress/quantizer.h"
@@ -204,11 +205,13 @@ BENCHMARK(BM_TrainedModelQuantized)->ArgName("static")->Arg(0)->Arg(1)->Iteratio
 namespace {
 
 // The INT8 product kernel alone (src/model/int8_gemm.*), on one thread:
-// rows x 768 inputs into 768 or 3072 columns, in GOPS (2 per multiply-add),
-// beside oneDNN's single-threaded INT8 matmul through Int8Linear where
-// VNNI is absent. Skipped on CPUs without AVX-512 VNNI.
+// rows x k inputs into n columns, in GOPS (2 per multiply-add). cold:1
+// cycles through enough copies of the weights (over 256 MB) that each call
+// reads its weights from memory, as a forward pass does at small batches;
+// cold:0 keeps one copy in the caches. Skipped on CPUs without AVX-512 VNNI.
 void BM_Int8Gemm(benchmark::State& state) {
   const std::int64_t rows = state.range(0), k = state.range(1), n = state.range(2);
+  const bool cold = state.range(3) != 0;
   if (!rapidqa::model::vnni_gemm_available()) {
     state.SkipWithError("no AVX-512 VNNI on this CPU");
     return;
@@ -217,14 +220,21 @@ void BM_Int8Gemm(benchmark::State& state) {
   const at::Tensor a = at::randint(0, 256, {rows, k}, at::kByte);
   const at::Tensor w = at::randint(-128, 128, {n, k}, at::kChar);
   const at::Tensor scales = at::rand({n}) * 1e-3 + 1e-5, bias = at::randn({n});
-  const rapidqa::model::PackedInt8Matrix packed(w.data_ptr<std::int8_t>(), n, k);
+  constexpr std::int64_t kColdBytes = std::int64_t{256} << 20;
+  const std::int64_t copies = cold ? (kColdBytes + n * k - 1) / (n * k) : 1;
+  std::vector<rapidqa::model::PackedInt8Matrix> packed;
+  packed.reserve(static_cast<std::size_t>(copies));
+  for (std::int64_t i = 0; i < copies; ++i) packed.emplace_back(w.data_ptr<std::int8_t>(), n, k);
   rapidqa::model::Int8Epilogue e;
   e.zero_point = 12;
   e.channel_scales = scales.data_ptr<float>();
   e.bias = bias.data_ptr<float>();
   at::Tensor y = at::empty({rows, n});
+  std::size_t next = 0;
   for (auto _ : state) {
-    rapidqa::model::int8_gemm_columns(a.data_ptr<std::uint8_t>(), k, rows, packed, 0, n, e, y.data_ptr<float>(), n);
+    rapidqa::model::int8_gemm_columns(a.data_ptr<std::uint8_t>(), k, rows, packed[next], 0, n, e,
+                                      y.data_ptr<float>(), n);
+    next = next + 1 == packed.size() ? 0 : next + 1;
     benchmark::ClobberMemory();
   }
   state.counters["GOPS"] = benchmark::Counter(2.0 * static_cast<double>(rows * k * n),
@@ -234,6 +244,7 @@ void BM_Int8Gemm(benchmark::State& state) {
 }  // namespace
 
 BENCHMARK(BM_Int8Gemm)
-    ->ArgNames({"rows", "k", "n"})
-    ->Args({32, 768, 768})->Args({192, 768, 768})->Args({32, 768, 3072})->Args({64, 3072, 768})
+    ->ArgNames({"rows", "k", "n", "cold"})
+    ->ArgsProduct({{32}, {768}, {768, 3072}, {0, 1}})
+    ->Args({192, 768, 768, 0})->Args({64, 3072, 768, 0})->Args({32, 3072, 768, 1})->Args({128, 768, 3072, 1})
     ->Unit(benchmark::kMicrosecond)->UseRealTime();
