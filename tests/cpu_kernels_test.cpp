@@ -51,12 +51,21 @@ TEST_CASE("residual_layer_norm matches ATen's layer_norm of the sum", "[kernels]
 
 TEST_CASE("min_max finds the extremes wherever they are", "[kernels]") {
   at::manual_seed(3);
-  for (const std::int64_t n : {1, 5, 16, 17, 1000, 4099}) {
+  for (const std::int64_t n : {1, 5, 16, 17, 31, 32, 63, 64, 65, 127, 1000, 4099}) {
     const at::Tensor x = at::randn({n});
     float lo = 0, hi = 0;
     kernels::min_max(x.data_ptr<float>(), n, &lo, &hi);
     CHECK(lo == x.min().item<float>());
     CHECK(hi == x.max().item<float>());
+    // The extremes at each end and in the tail past the vector blocks.
+    for (const std::int64_t at : {std::int64_t{0}, n / 2, n - 1}) {
+      at::Tensor y = x.clone();
+      y[at] = -100.0f;
+      y[at == n - 1 ? 0 : n - 1] = 100.0f;  // the same place when n is 1
+      kernels::min_max(y.data_ptr<float>(), n, &lo, &hi);
+      CHECK(lo == (n == 1 ? 100.0f : -100.0f));
+      CHECK(hi == 100.0f);
+    }
   }
 }
 

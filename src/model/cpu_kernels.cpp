@@ -166,11 +166,62 @@ __attribute__((always_inline)) inline void min_max_lanes(const float* x, std::in
   *highest = *std::max_element(hi, hi + kLanes);
 }
 
-__attribute__((target("avx512f"))) void min_max_avx512(const float* x, std::int64_t n, float* lo, float* hi) {
-  min_max_lanes(x, n, lo, hi);
+// GCC 12 leaves min_max_lanes' sixteen lanes scalar (a vminss and a
+// vmaxss per float), so the vector paths are written out: four registers
+// of each, so that the compare latency does not bind. min(v, acc) keeps
+// acc where v is NaN, as the lanes' x < lo ? x : lo does.
+__attribute__((target("avx512f"))) void min_max_avx512(const float* x, std::int64_t n, float* lowest,
+                                                       float* highest) {
+  if (n < 64) {
+    min_max_lanes(x, n, lowest, highest);
+    return;
+  }
+  __m512 lo[4], hi[4];
+  for (int k = 0; k < 4; ++k) lo[k] = hi[k] = _mm512_loadu_ps(x + 16 * k);
+  std::int64_t i = 64;
+  for (; i + 64 <= n; i += 64) {
+    for (int k = 0; k < 4; ++k) {
+      const __m512 v = _mm512_loadu_ps(x + i + 16 * k);
+      lo[k] = _mm512_min_ps(v, lo[k]);
+      hi[k] = _mm512_max_ps(v, hi[k]);
+    }
+  }
+  const __m512 l = _mm512_min_ps(_mm512_min_ps(lo[0], lo[1]), _mm512_min_ps(lo[2], lo[3]));
+  const __m512 h = _mm512_max_ps(_mm512_max_ps(hi[0], hi[1]), _mm512_max_ps(hi[2], hi[3]));
+  float least = _mm512_reduce_min_ps(l), most = _mm512_reduce_max_ps(h);
+  for (; i < n; ++i) {
+    least = x[i] < least ? x[i] : least;
+    most = x[i] > most ? x[i] : most;
+  }
+  *lowest = least;
+  *highest = most;
 }
-__attribute__((target("avx2,fma"))) void min_max_avx2(const float* x, std::int64_t n, float* lo, float* hi) {
-  min_max_lanes(x, n, lo, hi);
+
+__attribute__((target("avx2,fma"))) void min_max_avx2(const float* x, std::int64_t n, float* lowest, float* highest) {
+  if (n < 32) {
+    min_max_lanes(x, n, lowest, highest);
+    return;
+  }
+  __m256 lo[4], hi[4];
+  for (int k = 0; k < 4; ++k) lo[k] = hi[k] = _mm256_loadu_ps(x + 8 * k);
+  std::int64_t i = 32;
+  for (; i + 32 <= n; i += 32) {
+    for (int k = 0; k < 4; ++k) {
+      const __m256 v = _mm256_loadu_ps(x + i + 8 * k);
+      lo[k] = _mm256_min_ps(v, lo[k]);
+      hi[k] = _mm256_max_ps(v, hi[k]);
+    }
+  }
+  alignas(32) float l[8], h[8];
+  _mm256_store_ps(l, _mm256_min_ps(_mm256_min_ps(lo[0], lo[1]), _mm256_min_ps(lo[2], lo[3])));
+  _mm256_store_ps(h, _mm256_max_ps(_mm256_max_ps(hi[0], hi[1]), _mm256_max_ps(hi[2], hi[3])));
+  float least = *std::min_element(l, l + 8), most = *std::max_element(h, h + 8);
+  for (; i < n; ++i) {
+    least = x[i] < least ? x[i] : least;
+    most = x[i] > most ? x[i] : most;
+  }
+  *lowest = least;
+  *highest = most;
 }
 
 }  // namespace
