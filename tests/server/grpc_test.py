@@ -336,11 +336,7 @@ def case_load_tool_drives_grpc_and_websocket():
                 row = dict(zip(*[line.split(",") for line in result.stdout.strip().splitlines()[-2:]]))
                 check(int(row["answered"]) > 50 and row["errors"] == "0", "%s rate %s: %s" % (command, rate, row))
                 if rate != "0":
-                    # Paced: never well past the rate asked for (unpaced runs answer thousands a
-                    # second here). Below it only by what a machine busy with other tests takes
-                    # away in a one-second run: ctest -j2 beside model training fell short of
-                    # 160/s once.
-                    check(100 < float(row["answers_per_s"]) < 240, "paced %s: %s" % (command, row))
+                    check(abs(float(row["answers_per_s"]) - 200) < 40, "paced %s: %s" % (command, row))
 
 
 CASES = {name[len("case_"):]: fn for name, fn in sorted(globals().items()) if name.startswith("case_")}
