@@ -111,6 +111,15 @@ configure() {  # configure DIR CMAKE_ARGS...
   if [ "${NO_BUILD:-0}" = 1 ]; then return 0; fi
   say "configuring $dir ($*)"
   CC=clang CXX=clang++ cmake -S "$root" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Debug "$@"
+  # The tokenizer parity tests run Hugging Face's tokenizers from DIR/npm
+  # (tests/CMakeLists.txt): the one scripts/setup.sh installed for ./build.
+  if [ ! -e "$dir/npm" ]; then
+    if [ -d "$root/build/npm/node_modules/tokenizers" ]; then
+      ln -s "$root/build/npm" "$dir/npm"
+    else
+      say "no $root/build/npm: run scripts/setup.sh first, or the tokenizer parity tests fail"
+    fi
+  fi
 }
 
 # The installed_package_consumer test builds a consumer project against
