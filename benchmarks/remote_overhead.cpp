@@ -8,7 +8,11 @@
 //   engine   N client threads asking without the caches (so every ask
 //            encodes), closed loop: answers/s and p50/p99 with the engine's
 //            DynamicBatcher gathering asks into one HTTP request, and with
-//            one request per ask.
+//            one request per ask;
+//   encoder  N client threads encoding one text each through the remote
+//            encoder alone, closed loop: requests/s and p50/p99 through a
+//            DynamicBatcher set as the engine's (one HTTP request per batch),
+//            and with one HTTP request per text.
 // The host must serve the same knowledge base (its encoder learns IDF from
 // it), so both sides make the same vectors.
 #include <algorithm>
@@ -17,12 +21,14 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <stdexcept>
 #include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
+#include <rapidqa/dynamic_batcher.h>
 #include <rapidqa/qa_engine.h>
 #include <rapidqa/remote_encoder.h>
 #include <rapidqa/text_normalizer.h>
@@ -44,6 +50,7 @@ struct Options {
   bool http2 = false;
   int batch_workers = 4;
   int batch_delay_us = 2000;
+  int batch_size = 16;
 };
 
 void usage(std::FILE* to) {
@@ -64,7 +71,8 @@ void usage(std::FILE* to) {
                "                  port as --endpoint)\n"
                "  --http2         HTTP/2 (h2c, prior knowledge: the host's --h2-port as --endpoint)\n"
                "  --batch-workers N  batches the engine's batcher sends at once (4: the work is the host's)\n"
-               "  --batch-delay-us N longest wait for a fuller batch (2000, the engine's default)\n");
+               "  --batch-delay-us N longest wait for a fuller batch (2000, the engine's default)\n"
+               "  --batch-size N     most texts in one request (16, the engine's default)\n");
 }
 
 // A comma-separated list of counts, each clamped to [1, most].
@@ -122,28 +130,30 @@ std::vector<double> time_encodes(const rapidqa::Encoder& encoder, const std::vec
   return ms;
 }
 
-struct EngineRun {
-  double answers_per_s = 0, p50 = 0, p99 = 0;
-  std::uint64_t degraded = 0;
+struct LoadRun {
+  double per_s = 0, p50 = 0, p99 = 0;
+  std::uint64_t failed = 0;  // degraded answers, or failed encodes
 };
 
-EngineRun drive(rapidqa::QAEngine& engine, const std::vector<std::string>& questions, int clients, double seconds) {
+// `clients` threads calling `one` in a closed loop for `seconds`, each with
+// its own walk through the questions; `one` returns false for a degraded
+// answer or a failed call.
+template <typename OneRequest>
+LoadRun drive(const std::vector<std::string>& questions, int clients, double seconds, const OneRequest& one) {
   std::atomic<bool> stop{false};
   std::vector<std::vector<double>> latencies(static_cast<std::size_t>(clients));
-  std::atomic<std::uint64_t> degraded{0};
+  std::atomic<std::uint64_t> failed{0};
   std::vector<std::thread> threads;
   const auto start = Clock::now();
   for (int t = 0; t < clients; ++t) {
     threads.emplace_back([&, t] {
-      rapidqa::AskOptions ask;
-      ask.use_cache = false;
       std::size_t i = static_cast<std::size_t>(t) * 7;
       while (!stop.load(std::memory_order_relaxed)) {
         const auto begin = Clock::now();
-        auto answer = engine.ask(questions[i++ % questions.size()], ask);
+        const bool ok = one(questions[i++ % questions.size()]);
         latencies[static_cast<std::size_t>(t)].push_back(
             std::chrono::duration<double, std::milli>(Clock::now() - begin).count());
-        if (!answer || answer->degraded) degraded.fetch_add(1);
+        if (!ok) failed.fetch_add(1);
       }
     });
   }
@@ -153,22 +163,73 @@ EngineRun drive(rapidqa::QAEngine& engine, const std::vector<std::string>& quest
   const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
   std::vector<double> all;
   for (auto& l : latencies) all.insert(all.end(), l.begin(), l.end());
-  EngineRun r;
-  r.answers_per_s = static_cast<double>(all.size()) / elapsed;
+  LoadRun r;
+  r.per_s = static_cast<double>(all.size()) / elapsed;
   r.p50 = percentile(all, 0.5);
   r.p99 = percentile(all, 0.99);
-  r.degraded = degraded.load();
+  r.failed = failed.load();
   return r;
+}
+
+LoadRun drive_engine(rapidqa::QAEngine& engine, const std::vector<std::string>& questions, int clients,
+                     double seconds) {
+  rapidqa::AskOptions ask;
+  ask.use_cache = false;
+  return drive(questions, clients, seconds, [&](const std::string& question) {
+    auto answer = engine.ask(question, ask);
+    return answer && !answer->degraded;
+  });
+}
+
+// The remote encoder alone, one text per caller: through a DynamicBatcher
+// set as the engine sets its own (one HTTP request per batch), or one HTTP
+// request per text.
+using TextBatcher = rapidqa::DynamicBatcher<std::string, std::vector<float>>;
+
+std::unique_ptr<TextBatcher> text_batcher(std::shared_ptr<rapidqa::Encoder> encoder, const Options& o) {
+  rapidqa::DynamicBatcherOptions b = rapidqa::default_encoder_batching();
+  b.workers = static_cast<std::size_t>(o.batch_workers);
+  b.max_queue_delay = std::chrono::microseconds(o.batch_delay_us);
+  b.max_batch_size = static_cast<std::size_t>(o.batch_size);
+  auto batcher = TextBatcher::create(b, [encoder](std::vector<std::string>& texts, std::size_t) {
+    std::vector<float> flat;
+    const rapidqa::Status s = encoder->encode(texts, flat);
+    if (!s.is_ok()) throw std::runtime_error(s.message());
+    const std::size_t d = encoder->dimension();
+    std::vector<std::vector<float>> rows(texts.size());
+    for (std::size_t i = 0; i < texts.size(); ++i) rows[i].assign(flat.begin() + i * d, flat.begin() + (i + 1) * d);
+    return rows;
+  });
+  if (!batcher) {
+    std::fprintf(stderr, "rapidqa-remote-bench: %s\n", batcher.status().to_string().c_str());
+    std::exit(1);
+  }
+  return std::move(batcher).value();
+}
+
+LoadRun drive_encoder(const rapidqa::Encoder& encoder, TextBatcher* batcher, const std::vector<std::string>& texts,
+                      int clients, double seconds) {
+  if (batcher) {
+    return drive(texts, clients, seconds,
+                 [&](const std::string& text) { return batcher->submit(text).get().ok(); });
+  }
+  return drive(texts, clients, seconds, [&](const std::string& text) {
+    thread_local std::vector<std::string> one(1);
+    thread_local std::vector<float> out;
+    one[0] = text;
+    return encoder.encode(one, out).is_ok();
+  });
 }
 
 std::unique_ptr<rapidqa::QAEngine> engine_with(std::shared_ptr<rapidqa::Encoder> encoder, bool batch,
                                                const std::string& kb, int batch_workers = 1,
-                                               int batch_delay_us = 2000) {
+                                               int batch_delay_us = 2000, int batch_size = 16) {
   rapidqa::EngineOptions o;
   o.encoder = std::move(encoder);
   o.batch_encoder = batch;
   o.encoder_batching.workers = static_cast<std::size_t>(batch_workers);
   o.encoder_batching.max_queue_delay = std::chrono::microseconds(batch_delay_us);
+  o.encoder_batching.max_batch_size = static_cast<std::size_t>(batch_size);
   auto engine = rapidqa::QAEngine::create(o);
   if (!engine || !(*engine)->load_knowledge(kb)) {
     std::fprintf(stderr, "rapidqa-remote-bench: cannot make the engine\n");
@@ -198,9 +259,12 @@ int run(const Options& o) {
     return 1;
   }
   std::shared_ptr<rapidqa::RemoteEncoder> encoder = std::move(remote).value();
-  auto batched = engine_with(encoder, true, o.kb, o.batch_workers, o.batch_delay_us);
+  auto batched = engine_with(encoder, true, o.kb, o.batch_workers, o.batch_delay_us, o.batch_size);
   auto unbatched = engine_with(encoder, false, o.kb);
-  std::printf("measure,round,side,texts_per_call,clients,answers_per_s,p50_ms,p99_ms,degraded\n");
+  auto encoder_batcher = text_batcher(encoder, o);
+  // per_s: answers (engine) or encode requests (encoder) a second; failed:
+  // degraded answers or failed encodes.
+  std::printf("measure,round,side,texts_per_call,clients,per_s,p50_ms,p99_ms,failed\n");
   for (int round = 1; round <= o.rounds; ++round) {
     for (const int size : o.sizes) {
       const auto batch = static_cast<std::size_t>(size);
@@ -216,9 +280,16 @@ int run(const Options& o) {
       for (const auto& [name, engine] : {std::make_pair("remote-batched", batched.get()),
                                          std::make_pair("remote-one-per-ask", unbatched.get()),
                                          std::make_pair("in-process", local.get())}) {
-        const EngineRun r = drive(*engine, questions, clients, o.seconds);
-        std::printf("engine,%d,%s,,%d,%.1f,%.4f,%.4f,%llu\n", round, name, clients, r.answers_per_s, r.p50, r.p99,
-                    static_cast<unsigned long long>(r.degraded));
+        const LoadRun r = drive_engine(*engine, questions, clients, o.seconds);
+        std::printf("engine,%d,%s,,%d,%.1f,%.4f,%.4f,%llu\n", round, name, clients, r.per_s, r.p50, r.p99,
+                    static_cast<unsigned long long>(r.failed));
+        std::fflush(stdout);
+      }
+      for (const auto& [name, batcher] : {std::make_pair("remote-batched", encoder_batcher.get()),
+                                          std::make_pair("remote-one-per-call", static_cast<TextBatcher*>(nullptr))}) {
+        const LoadRun r = drive_encoder(*encoder, batcher, questions, clients, o.seconds);
+        std::printf("encoder,%d,%s,1,%d,%.1f,%.4f,%.4f,%llu\n", round, name, clients, r.per_s, r.p50, r.p99,
+                    static_cast<unsigned long long>(r.failed));
         std::fflush(stdout);
       }
     }
@@ -263,6 +334,7 @@ int main(int argc, char** argv) {
       o.protocol = *protocol;
     }
     else if (arg == "--batch-delay-us") o.batch_delay_us = std::clamp(std::atoi(v.c_str()), 0, 1000000);
+    else if (arg == "--batch-size") o.batch_size = std::clamp(std::atoi(v.c_str()), 1, 4096);
     else if (arg == "--batch-workers") o.batch_workers = std::clamp(std::atoi(v.c_str()), 1, 64);
     else {
       std::fprintf(stderr, "rapidqa-remote-bench: unknown option %s\n", arg.c_str());

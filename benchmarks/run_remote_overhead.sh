@@ -4,8 +4,8 @@
 # rapidqa-remote-bench against it, and writes OUT/results.csv with the
 # machine named in OUT/machine.txt.
 # Usage: benchmarks/run_remote_overhead.sh [BUILD_DIR] [OUT_DIR]
-# Environment: ROUNDS (2), DURATION (5 s per engine run), CLIENTS (8,32,128), CALLS (2000),
-# BATCH_WORKERS (4) and BATCH_DELAY_US (300): the batcher settings docs/remote.md suggests for a
+# Environment: ROUNDS (2), DURATION (5 s per load run), CLIENTS (4,8,16,32,64,128), CALLS (2000),
+# BATCH_WORKERS (4) and BATCH_DELAY_US (0): the batcher settings docs/remote.md suggests for a
 # remote encoder (the engine's defaults, 1 and 2000, suit an in-process model).
 set -euo pipefail
 build=${1:-build}
@@ -26,6 +26,6 @@ done
 port=$(sed -n 's/.*listening on http:\/\/127.0.0.1:\([0-9]*\) (HTTP\/1.1.*/\1/p' "$out/host.log" | head -1)
 [ -n "$port" ] || { echo "the host did not start: $(cat "$out/host.log")" >&2; exit 1; }
 "$build/benchmarks/rapidqa-remote-bench" --endpoint "http://127.0.0.1:$port" --kb "$kb" \
-  --rounds "${ROUNDS:-2}" --seconds "${DURATION:-5}" --clients "${CLIENTS:-8,32,128}" --calls "${CALLS:-2000}" \
-  --batch-workers "${BATCH_WORKERS:-4}" --batch-delay-us "${BATCH_DELAY_US:-300}" \
+  --rounds "${ROUNDS:-2}" --seconds "${DURATION:-5}" --clients "${CLIENTS:-4,8,16,32,64,128}" --calls "${CALLS:-2000}" \
+  --batch-workers "${BATCH_WORKERS:-4}" --batch-delay-us "${BATCH_DELAY_US:-0}" \
   | tee "$out/results.csv"

@@ -237,6 +237,57 @@ TEST_CASE("A learned latency model dispatches before the delay to hold the targe
   CHECK(batcher->stats().dispatch_reasons[static_cast<std::size_t>(BatchPlan::Reason::kPredicted)] == 1);
 }
 
+// On the steady clock: a worker waiting for company until its planned
+// time is not woken for every request, so the one that fills the batch or
+// brings the dispatch forward must wake it (with an hour's delay, nothing
+// else would).
+TEST_CASE("A waiting worker is woken by the request that fills its batch or moves its dispatch forward", "[batch]") {
+  DynamicBatcherOptions options;
+  options.max_batch_size = 4;
+  options.max_queue_delay = std::chrono::hours(1);
+  options.latency_forgetting = 1.0;
+  // Each batch takes 50 ms + 25 ms per request of real time.
+  auto batcher = make_batcher(options, [](std::vector<int>& in, std::size_t) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50 + 25 * in.size()));
+    return doubled(in);
+  });
+
+  std::vector<std::future<rapidqa::BatchResult<int>>> filling;
+  for (int i = 0; i < 3; ++i) filling.push_back(batcher->submit(i));
+  CHECK(still_pending(filling[0]));
+  filling.push_back(batcher->submit(3));
+  for (auto& f : filling) {
+    REQUIRE(ready_within(f, 10s));
+    CHECK(f.get().batch_size == 4);
+  }
+
+  // Teach the latency model (batches of one and of two), then wait for
+  // company again with room for 64.
+  batcher->set_limits(1, std::chrono::hours(1));
+  for (int i = 0; i < 2; ++i) REQUIRE(batcher->submit(i).get().ok());
+  batcher->set_limits(2, std::chrono::hours(1));
+  auto x = batcher->submit(1), y = batcher->submit(2);
+  REQUIRE(x.get().ok());
+  REQUIRE(y.get().ok());
+  batcher->set_limits(64, std::chrono::hours(1));
+  REQUIRE(batcher->stats().latency.samples == 4);
+
+  auto patient = batcher->submit(7);
+  CHECK(still_pending(patient));
+  // A batch of three would take about 125 ms: the worker must start this
+  // one by then to make the deadline, an hour before its planned time.
+  BatchRequestOptions due;
+  due.deadline = rapidqa::steady_clock_instance()->now() + 1s;
+  auto urgent = batcher->submit(8, due);
+  REQUIRE(ready_within(urgent, 10s));
+  const auto u = urgent.get();
+  CHECK(u.ok());
+  CHECK(u.batch_size == 2);
+  REQUIRE(ready_within(patient, 10s));
+  CHECK(patient.get().ok());
+  CHECK(batcher->stats().dispatch_reasons[static_cast<std::size_t>(BatchPlan::Reason::kPredicted)] == 1);
+}
+
 TEST_CASE("A request whose deadline passes in the queue times out then, while the worker is busy", "[batch]") {
   auto clock = std::make_shared<ManualClock>();
   DynamicBatcherOptions options;

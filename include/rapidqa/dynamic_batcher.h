@@ -152,7 +152,7 @@ class DynamicBatcher {
       } else {
         queue_[index_of(options.priority)].push_back(std::move(pending));
         ++queued_;
-        work_cv_.notify_one();
+        wake_a_worker_if_needed(now);
         // The monitor sleeps until the earliest deadline it knows: only an
         // earlier one needs to wake it.
         if (options.deadline && *options.deadline < monitor_wake_) {
@@ -271,6 +271,7 @@ class DynamicBatcher {
     limits_.max_batch_tokens = options_.max_batch_tokens;
     limits_.max_queue_delay = options_.max_queue_delay;
     limits_.target_latency = options_.target_latency;
+    planned_wake_.assign(options_.workers, Clock::time_point::max());
     for (std::size_t w = 0; w < options_.workers; ++w) workers_.emplace_back([this, w] { work(w); });
     monitor_ = std::thread([this] { monitor(); });
   }
@@ -334,8 +335,11 @@ class DynamicBatcher {
     finished.clear();
   }
 
-  std::vector<detail::BatchCandidate> candidates() const {  // mu_ held
-    std::vector<detail::BatchCandidate> out;
+  // The queue head as the dispatch decision sees it, in a buffer kept
+  // between calls (the decision runs on every submit while a worker waits).
+  const std::vector<detail::BatchCandidate>& candidates() {  // mu_ held
+    std::vector<detail::BatchCandidate>& out = candidates_;
+    out.clear();
     const std::size_t want = limits_.max_batch_size + 1;
     for (const auto& queue : queue_) {
       for (const auto& p : queue) {
@@ -344,6 +348,23 @@ class DynamicBatcher {
       }
     }
     return out;
+  }
+
+  // After a request joined the queue: wakes a worker only when one must
+  // decide again. A worker waiting for company until its planned time
+  // needs waking only when the new request fills the batch or brings that
+  // time forward (its deadline, the latency model); waking one for every
+  // request cost a context switch per request under load. mu_ held.
+  void wake_a_worker_if_needed(Clock::time_point now) {
+    const auto planned = *std::min_element(planned_wake_.begin(), planned_wake_.end());
+    if (planned == Clock::time_point::max()) {
+      // No worker is waiting for company: an idle one must look at the
+      // queue; busy ones look when their batch is done.
+      if (idle_workers_ > 0) work_cv_.notify_one();
+      return;
+    }
+    const detail::BatchPlan plan = detail::plan_batch(candidates(), limits_, model_, now, false);
+    if (plan.take > 0 || plan.wake_at < planned) work_cv_.notify_one();
   }
 
   std::vector<Pending> pop(std::size_t count) {  // mu_ held
@@ -364,7 +385,9 @@ class DynamicBatcher {
     for (;;) {
       if (queued_ == 0) {
         if (stopping_) return;
+        ++idle_workers_;
         work_cv_.wait(lock);
+        --idle_workers_;
         continue;
       }
       const bool draining = stopping_ && options_.drain_on_shutdown;
@@ -372,7 +395,9 @@ class DynamicBatcher {
       const auto now = options_.clock->now();
       const detail::BatchPlan plan = detail::plan_batch(candidates(), limits_, model_, now, draining);
       if (plan.take == 0) {
+        planned_wake_[worker] = plan.wake_at;
         options_.clock->wait_until(work_cv_, lock, plan.wake_at);
+        planned_wake_[worker] = Clock::time_point::max();
         continue;
       }
       ++stats_.dispatch_reasons[static_cast<std::size_t>(plan.reason)];
@@ -482,6 +507,9 @@ class DynamicBatcher {
   std::size_t queued_ = 0;              // guarded by mu_
   Clock::time_point monitor_wake_ = Clock::time_point::max();  // guarded by mu_: the monitor's next wake
   std::size_t running_ = 0;             // guarded by mu_
+  std::size_t idle_workers_ = 0;        // guarded by mu_: waiting for an empty queue to fill
+  std::vector<Clock::time_point> planned_wake_;  // guarded by mu_: per worker, when its wait for company ends (max: not waiting)
+  std::vector<detail::BatchCandidate> candidates_;  // guarded by mu_: candidates()'s buffer
   bool stopping_ = false;               // guarded by mu_
   BatchLimits limits_;                  // guarded by mu_
   BatchLatencyModel model_;             // guarded by mu_
