@@ -117,8 +117,9 @@ typedef struct rqa_engine_options {
    * see docs/remote.md). create asks it once: RQA_UNAVAILABLE when no
    * endpoint answers, RQA_FAILED_PRECONDITION when its vectors are not
    * remote_encoder_dimension long. While the engine is down, asks degrade
-   * (lexical retrieval, stale cache) instead of failing. NULL or "" = not
-   * used; excludes encoder_model_dir. Borrowed during create. */
+   * (lexical retrieval, stale cache) instead of failing. Concurrent asks
+   * share its requests (four out at once, none waiting for company). NULL
+   * or "" = not used; excludes encoder_model_dir. Borrowed during create. */
   const char* remote_encoder_url;      /* base URL ("http://host:8080"); several separated by commas */
   const char* remote_encoder_protocol; /* "openai" (NULL or "": the default), "kserve" (HTTP) or "kserve-grpc" */
   const char* remote_encoder_model;    /* the model's name at that engine (required) */

@@ -321,6 +321,7 @@ rqa_status rqa_engine_create(const rqa_engine_options* options, rqa_engine** out
       auto encoder = rapidqa::RemoteEncoder::create(std::move(ro));
       if (!encoder) return report(encoder.status());
       o.encoder = std::move(encoder).value();
+      o.encoder_batching = rapidqa::remote_encoder_batching();
     }
     const bool has_generator = c.struct_size >= offsetof(rqa_engine_options, generator_sources) + sizeof(size_t);
     if (has_generator && c.generator_url && *c.generator_url) {

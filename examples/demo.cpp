@@ -136,7 +136,7 @@ int tool_main(int argc, char** argv) {
   if (const int rc = parse_args(argc, argv, options); rc != 0) return rc < 0 ? 0 : rc;
 
   rapidqa::EngineOptions engine_options;
-  if (const int rc = options.encoder.make("rapidqa-demo", engine_options.encoder); rc != 0) return rc;
+  if (const int rc = options.encoder.make("rapidqa-demo", engine_options); rc != 0) return rc;
   if (const int rc = options.generator.make("rapidqa-demo", engine_options.generator, engine_options.generator_sources);
       rc != 0) {
     return rc;

@@ -18,6 +18,7 @@
 
 #include <rapidqa/encoder.h>
 #include <rapidqa/generator.h>
+#include <rapidqa/qa_engine.h>
 #include <rapidqa/remote_encoder.h>
 #include <rapidqa/version.h>
 #if RAPIDQA_HAS_MODELS
@@ -153,9 +154,11 @@ struct EncoderFlags {
     return 1;
   }
 
-  // The encoder the flags ask for into `out` (null: the built-in one).
-  // Returns 0, or an exit code after printing why.
-  int make(const char* tool, std::shared_ptr<Encoder>& out) {
+  // The encoder the flags ask for into engine.encoder (null: the built-in
+  // one), with batching suited to a remote one. Returns 0, or an exit code
+  // after printing why.
+  int make(const char* tool, EngineOptions& engine) {
+    std::shared_ptr<Encoder>& out = engine.encoder;
     out.reset();
     if (!model_dir.empty() && !remote.endpoints.empty()) {
       std::fprintf(stderr, "%s: --model and --remote-encoder exclude each other\n", tool);
@@ -175,6 +178,7 @@ struct EncoderFlags {
         return encoder.status().code() == StatusCode::kInvalidArgument ? 2 : 1;
       }
       out = std::move(encoder).value();
+      engine.encoder_batching = remote_encoder_batching();
       return 0;
     }
     if (model_dir.empty()) return 0;

@@ -347,7 +347,7 @@ int tool_main(int argc, char** argv) {
   };
   const auto make_engine = [&](std::optional<float> target) -> std::optional<LoadedEngine> {
     rapidqa::EngineOptions engine_options;
-    if (options.encoder.make("rapidqa-eval", engine_options.encoder) != 0) return std::nullopt;
+    if (options.encoder.make("rapidqa-eval", engine_options) != 0) return std::nullopt;
     engine_options.retrieval.fusion = options.fusion;
     if (options.word_dictionary != "none") engine_options.retrieval.word_dictionary = options.word_dictionary;
     engine_options.top_k = 10;

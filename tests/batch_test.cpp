@@ -4,6 +4,7 @@
 // wherever a rule depends on it.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <future>
@@ -15,6 +16,7 @@
 
 #include "rapidqa/detail/batch_plan.h"
 #include "rapidqa/dynamic_batcher.h"
+#include "rapidqa/qa_engine.h"
 
 using namespace std::chrono_literals;
 using rapidqa::detail::BatchCandidate;
@@ -388,6 +390,40 @@ TEST_CASE("Several workers run batches side by side", "[batch]") {
   CHECK(a.get().ok());
   CHECK(b.get().ok());
   CHECK(workers_seen == std::set<std::size_t>{0, 1});
+}
+
+// The settings for a remote encoder: nothing waits for company, and the
+// requests that arrive while every worker is out form the next batch.
+TEST_CASE("With the remote encoder's settings a lone request leaves at once and a busy spell forms a batch", "[batch]") {
+  DynamicBatcherOptions options = rapidqa::remote_encoder_batching();
+  REQUIRE(options.workers == 4);
+  REQUIRE(options.max_queue_delay == 0us);
+  auto clock = std::make_shared<ManualClock>();  // never moved: no dispatch may wait for time
+  options.clock = clock;
+  Gate gate;
+  auto batcher = make_batcher(options, [&](std::vector<int>& in, std::size_t) {
+    gate.wait();
+    return doubled(in);
+  });
+  std::vector<std::future<rapidqa::BatchResult<int>>> first;
+  for (int i = 0; i < 4; ++i) {
+    first.push_back(batcher->submit(i));
+    REQUIRE(gate.await_waiting(i + 1));  // each leaves alone, on a free worker
+  }
+  std::vector<std::future<rapidqa::BatchResult<int>>> next;
+  for (int i = 4; i < 10; ++i) next.push_back(batcher->submit(i));
+  CHECK(batcher->stats().queue_depth == 6);
+  gate.open();
+  for (auto& f : first) CHECK(f.get().batch_size == 1);
+  std::size_t largest = 0;
+  for (auto& f : next) {
+    REQUIRE(ready_within(f, 10s));
+    const auto r = f.get();
+    CHECK(r.ok());
+    largest = std::max(largest, r.batch_size);
+  }
+  // The first worker back takes all six waiting; none is left for the rest.
+  CHECK(largest == 6);
 }
 
 TEST_CASE("Shutdown drains or fails every pending request - none is left hanging", "[batch]") {

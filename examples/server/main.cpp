@@ -325,7 +325,7 @@ int tool_main(int argc, char** argv) {
   std::signal(SIGPIPE, SIG_IGN);
 
   rapidqa::EngineOptions engine_options;
-  if (const int rc = options.encoder.make("rapidqa-server", engine_options.encoder); rc != 0) return rc;
+  if (const int rc = options.encoder.make("rapidqa-server", engine_options); rc != 0) return rc;
   if (const int rc =
           options.generator.make("rapidqa-server", engine_options.generator, engine_options.generator_sources);
       rc != 0) {

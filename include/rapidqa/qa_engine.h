@@ -87,6 +87,19 @@ inline DynamicBatcherOptions default_encoder_batching() {
   return o;
 }
 
+// Encoder batches for a model another engine serves (RemoteEncoder): four
+// batches may be out at once (the work is the other engine's), and a batch
+// leaves as soon as a worker is free, what arrives meanwhile forming the
+// next one. The default above waits up to 2 ms for company, which suits a
+// forward pass in this process but adds those 2 ms to every lone ask here.
+// See docs/remote.md for the measurements behind the numbers.
+inline DynamicBatcherOptions remote_encoder_batching() {
+  DynamicBatcherOptions o = default_encoder_batching();
+  o.workers = 4;
+  o.max_queue_delay = std::chrono::microseconds(0);
+  return o;
+}
+
 struct EngineOptions {
   // The encoder used for retrieval and the semantic cache. Null: a
   // HashingEncoder built from `hashing` below. Shared, not copied.
