@@ -61,7 +61,7 @@ struct ServerOptions {
   TransportOptions transport;
   int grpc_port = -1;
   std::size_t max_stream_in_flight = 32;
-  std::size_t workers = 2;
+  std::size_t workers = 0;  // 0: 2, or 64 when the engine waits on another engine (see kUsage)
   std::size_t max_pending = 1024;
   std::string access_log;
   // Answer quality (docs/answer-quality.md): engine defaults a request may
@@ -122,7 +122,8 @@ void print_usage(std::FILE* to) {
       "  --client-timeout-s N     a client silent for this long is cut off (default 10)\n"
       "  --rate-limit QPS         questions per second per tenant (default 0: none): more get 429\n"
       "  --rate-burst N           questions a tenant may ask at once (default: one second's worth)\n"
-      "  --workers N              threads that call the engine (default 2)\n"
+      "  --workers N              threads that call the engine (default 2; 64 with --remote-encoder or\n"
+      "                           --generator, whose asks wait on that engine and share its batches)\n"
       "  --max-pending N          requests waiting for a worker (default 1024): more get 503 + Retry-After\n"
       "  --drain-grace-s N        on SIGTERM, how long requests in flight may take (default 10)\n"
       "Other:\n"
@@ -347,7 +348,12 @@ int tool_main(int argc, char** argv) {
     std::fprintf(stderr, "rapidqa-server: %s\n", s.to_string().c_str());
     return 2;
   }
-  rapidqa::server::RequestWorkers workers(options.workers, options.max_pending);
+  // An ask that waits on another engine holds its worker meanwhile: with
+  // two, two asks would share a remote encoder's batch, and two
+  // generations would hold every other question back.
+  const bool waits_on_other_engine = !options.encoder.remote.endpoints.empty() || !options.generator.options.endpoints.empty();
+  const std::size_t worker_threads = options.workers != 0 ? options.workers : waits_on_other_engine ? 64 : 2;
+  rapidqa::server::RequestWorkers workers(worker_threads, options.max_pending);
   rapidqa::server::HttpTransport transport(api, workers, access_log, options.transport);
   if (const rapidqa::Status s = transport.start(); !s.is_ok()) {
     std::fprintf(stderr, "rapidqa-server: %s\n", s.to_string().c_str());
