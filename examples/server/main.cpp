@@ -61,7 +61,7 @@ struct ServerOptions {
   TransportOptions transport;
   int grpc_port = -1;
   std::size_t max_stream_in_flight = 32;
-  std::size_t workers = 0;  // 0: 2, or 64 when the engine waits on another engine (see kUsage)
+  std::size_t workers = 0;  // 0: 2, or 64 when the engine waits on another engine (see print_usage)
   std::size_t max_pending = 1024;
   std::string access_log;
   // Answer quality (docs/answer-quality.md): engine defaults a request may
@@ -351,7 +351,8 @@ int tool_main(int argc, char** argv) {
   // An ask that waits on another engine holds its worker meanwhile: with
   // two, two asks would share a remote encoder's batch, and two
   // generations would hold every other question back.
-  const bool waits_on_other_engine = !options.encoder.remote.endpoints.empty() || !options.generator.options.endpoints.empty();
+  const bool waits_on_other_engine =
+      !options.encoder.remote.endpoints.empty() || !options.generator.options.endpoints.empty();
   const std::size_t worker_threads = options.workers != 0 ? options.workers : waits_on_other_engine ? 64 : 2;
   rapidqa::server::RequestWorkers workers(worker_threads, options.max_pending);
   rapidqa::server::HttpTransport transport(api, workers, access_log, options.transport);

@@ -508,7 +508,8 @@ class DynamicBatcher {
   Clock::time_point monitor_wake_ = Clock::time_point::max();  // guarded by mu_: the monitor's next wake
   std::size_t running_ = 0;             // guarded by mu_
   std::size_t idle_workers_ = 0;        // guarded by mu_: waiting for an empty queue to fill
-  std::vector<Clock::time_point> planned_wake_;  // guarded by mu_: per worker, when its wait for company ends (max: not waiting)
+  // guarded by mu_: per worker, when its wait for company ends (max: not waiting)
+  std::vector<Clock::time_point> planned_wake_;
   std::vector<detail::BatchCandidate> candidates_;  // guarded by mu_: candidates()'s buffer
   bool stopping_ = false;               // guarded by mu_
   BatchLimits limits_;                  // guarded by mu_
