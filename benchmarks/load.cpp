@@ -58,6 +58,7 @@ struct Settings {
   double step_before_s = 10, step_after_s = 20;
   milliseconds target{100};    // the p99 target, also each request's deadline
   std::string csv;
+  std::size_t workers = rapidqa::default_encoder_batching().workers;  // model calls at once
   std::size_t clients = 512;   // concurrent askers: arrivals never wait for a free one at these rates
   std::uint64_t seed = 42;
 };
@@ -79,8 +80,10 @@ void usage(std::FILE* to = stderr) {
                "  overload --qps QPS [--mode M]              sustained overload with deadlines and degradation\n"
                "options: --duration S (10)  --target MS (100: p99 target and deadline)  --csv FILE\n"
                "         --before S (10)  --after S (20)  --clients N (512)  --seed N\n"
+               "         --workers N (the engine's default, %zu: encoder batches in their forward passes at once)\n"
                "       rapidqa-load grpc|websocket --target HOST:PORT [options]   load on a running rapidqa-server\n"
-               "         (see rapidqa-load grpc --help)\n");
+               "         (see rapidqa-load grpc --help)\n",
+               rapidqa::default_encoder_batching().workers);
 }
 
 // A number option's value; anything else (a typo, a unit suffix, a
@@ -131,6 +134,7 @@ void parse(int argc, char** argv, Settings& s) {
     else if (a == "--target") s.target = milliseconds(whole_arg(a, value()));
     else if (a == "--csv") s.csv = value();
     else if (a == "--clients") s.clients = whole_arg(a, value());
+    else if (a == "--workers") s.workers = whole_arg(a, value());
     else if (a == "--seed") s.seed = whole_arg(a, value());
     else if (a.rfind("-", 0) != 0 && s.command.empty()) s.command = a;
     else throw std::invalid_argument("unknown option '" + a + "'");
@@ -151,6 +155,7 @@ rapidqa::EngineOptions options_for(const std::string& mode, const Settings& s,
   o.degradation.default_timeout = degrade ? s.target : milliseconds(0);
   auto& b = o.encoder_batching;
   b.queue_capacity = 4096;
+  b.workers = s.workers;
   if (mode == "none") {
     b.max_batch_size = 1;
     b.max_queue_delay = microseconds(0);

@@ -164,6 +164,7 @@ TEST_CASE("A budget below the predicted model latency is answered by lexical ret
 TEST_CASE("A saturated model queue sends new asks down the lexical path at once", "[engine][degradation]") {
   auto model = std::make_shared<SlowModel>(nullptr, 0ms);
   EngineOptions options;
+  options.encoder_batching.workers = 1;  // one ask at the model, the rest queued
   options.encoder_batching.max_batch_size = 1;
   options.encoder_batching.max_queue_delay = 0us;
   options.encoder_batching.queue_capacity = 4;
@@ -233,6 +234,7 @@ TEST_CASE("No ask waits past its deadline while the model is stuck", "[engine][d
   auto model = std::make_shared<SlowModel>(nullptr, 0ms);
   EngineOptions options;
   options.clock = clock;
+  options.encoder_batching.workers = 1;  // one ask at the model, three queued
   options.encoder_batching.max_batch_size = 1;
   options.encoder_batching.max_queue_delay = 0us;
   options.degradation.default_timeout = 30ms;

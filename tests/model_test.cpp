@@ -8,9 +8,11 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -20,6 +22,7 @@
 #include "model/safetensors_file.h"
 #include "model/transformer_model.h"
 #include "rapidqa/qa_engine.h"
+#include "rapidqa/quantizer.h"
 #include "rapidqa/reader.h"
 #include "rapidqa/transformer_encoder.h"
 #include "text/pipeline_tokenizer.h"
@@ -187,6 +190,70 @@ TEST_CASE("TransformerEncoder pools normalised vectors and batching does not cha
   const auto bad = (*encoder)->encode({"fine", std::string("bad \xff")}, out);
   CHECK(bad.code() == rapidqa::StatusCode::kInvalidArgument);
   CHECK(bad.message().find("text 1") != std::string::npos);
+}
+
+namespace {
+
+// Encodes from four threads at once, one text or all of them per call: each
+// vector must be the one the same call gives alone (calls at once each run
+// on a thread of their own, with buffers of their own).
+void check_encoding_from_threads(const rapidqa::TransformerEncoder& encoder) {
+  const std::vector<std::string> texts = {"how do i reset my password", "如何重置密码", "where is my order",
+                                          "我的订单在哪里 please reset it now and tell me when"};
+  const std::size_t dim = encoder.dimension();
+  std::vector<float> alone, together;
+  for (const auto& t : texts) {
+    std::vector<float> v;
+    REQUIRE(encoder.encode({t}, v).is_ok());
+    alone.insert(alone.end(), v.begin(), v.end());
+  }
+  REQUIRE(encoder.encode(texts, together).is_ok());
+  std::atomic<int> failed{0}, differ{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int round = 0; round < 40; ++round) {
+        const bool all = (round + t) % 3 == 0;
+        const std::size_t first = all ? 0 : static_cast<std::size_t>(round + t) % texts.size();
+        const std::vector<std::string> call =
+            all ? texts : std::vector<std::string>{texts[first]};
+        std::vector<float> v;
+        if (!encoder.encode(call, v).is_ok()) {
+          ++failed;
+          continue;
+        }
+        for (std::size_t i = 0; i < v.size(); ++i) {
+          const float expected = all ? together[i] : alone[first * dim + i];
+          if (std::abs(v[i] - expected) > 1e-6f) {
+            ++differ;
+            break;
+          }
+        }
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  CHECK(failed.load() == 0);
+  CHECK(differ.load() == 0);
+}
+
+}  // namespace
+
+TEST_CASE("TransformerEncoder calls from several threads at once give the vectors of a call alone", "[model]") {
+  rapidqa::TransformerEncoderOptions options;
+  options.model_dir = kModels + "/bert-tiny";
+  check_encoding_from_threads(*rapidqa::TransformerEncoder::load(options).value());
+  // INT8 keeps its quantized inputs in per-thread buffers: the same holds.
+  const fs::path int8 = fs::temp_directory_path() / "rapidqa-model-test-int8-threads";
+  fs::remove_all(int8);
+  rapidqa::QuantizerOptions quantize;
+  quantize.precision_table = "int8";
+  quantize.latency_rows = {16};
+  quantize.calibration_texts = {"where is my order", "how do i reset my password", "the quick brown fox"};
+  REQUIRE(rapidqa::quantize_model(options.model_dir, int8.string(), quantize).is_ok());
+  options.model_dir = int8.string();
+  check_encoding_from_threads(*rapidqa::TransformerEncoder::load(options).value());
+  fs::remove_all(int8);
 }
 
 TEST_CASE("sentence-transformers directories give the vectors their modules make", "[model][layout]") {

@@ -1,11 +1,14 @@
 // The runtime's WorkPool: every task runs exactly once, concurrent and
 // nested callers finish, tasks run with OpenMP limited to their own thread,
-// and a stalled task does not hold back the others.
+// a stalled task does not hold back the others, a crowded pool leaves
+// its callers alone, and model calls take slots.
 #include <catch2/catch.hpp>
 #include <omp.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -87,4 +90,85 @@ TEST_CASE("The compute pool follows configure_compute_threads", "[work_pool]") {
   CHECK(n.load() == 10);
   rapidqa::runtime::resize_compute_pool(2);
   CHECK(rapidqa::runtime::compute_pool()->threads() == 2);
+}
+
+namespace {
+
+// Makes `pool` crowded: another thread is inside run() (its tasks wait)
+// while this one calls it too.
+void overlap_two_callers(WorkPool& pool) {
+  std::atomic<bool> inside{false}, release{false};
+  std::thread other([&] {
+    pool.run(2, [&](std::int64_t) {
+      inside = true;
+      while (!release) std::this_thread::yield();
+    });
+  });
+  while (!inside) std::this_thread::yield();
+  pool.run(2, [](std::int64_t) {});
+  release = true;
+  other.join();
+}
+
+// Runs four tasks, each waiting (up to `patience`) until tasks have run on
+// two threads; returns the threads that ran them.
+std::size_t threads_running(WorkPool& pool, std::chrono::milliseconds patience) {
+  std::mutex mu;
+  std::vector<std::thread::id> seen;
+  pool.run(4, [&](std::int64_t) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (std::find(seen.begin(), seen.end(), std::this_thread::get_id()) == seen.end()) {
+        seen.push_back(std::this_thread::get_id());
+      }
+    }
+    const auto give_up = std::chrono::steady_clock::now() + patience;
+    while (std::chrono::steady_clock::now() < give_up) {
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        if (seen.size() >= 2) return;
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+  });
+  return seen.size();
+}
+
+}  // namespace
+
+TEST_CASE("WorkPool: after as many callers as threads at once, calls run on their caller alone", "[work_pool]") {
+  // A workers' hand would be waited for (up to 50 ms a task): in a crowded
+  // pool none comes, and every task runs on the calling thread.
+  WorkPool pool(2, std::chrono::hours(1));
+  CHECK(threads_running(pool, std::chrono::seconds(5)) == 2);  // not yet crowded: the worker helps
+  overlap_two_callers(pool);
+  CHECK(threads_running(pool, std::chrono::milliseconds(50)) == 1);
+  CHECK(threads_running(pool, std::chrono::milliseconds(50)) == 1);
+}
+
+TEST_CASE("WorkPool: once the crowd has gone for the hold, the workers help again", "[work_pool]") {
+  WorkPool pool(2, std::chrono::milliseconds(20));
+  overlap_two_callers(pool);
+  std::this_thread::sleep_for(std::chrono::milliseconds(60));
+  CHECK(threads_running(pool, std::chrono::seconds(5)) == 2);
+}
+
+TEST_CASE("ComputeCallSlot admits as many calls at once as the compute pool has threads", "[work_pool]") {
+  rapidqa::runtime::resize_compute_pool(2);
+  std::atomic<int> inside{0}, most{0};
+  std::vector<std::thread> callers;
+  for (int c = 0; c < 6; ++c) {
+    callers.emplace_back([&] {
+      for (int round = 0; round < 20; ++round) {
+        const rapidqa::runtime::ComputeCallSlot slot;
+        const int now = inside.fetch_add(1) + 1;
+        for (int seen = most.load(); now > seen && !most.compare_exchange_weak(seen, now);) {
+        }
+        std::this_thread::sleep_for(std::chrono::microseconds(300));
+        inside.fetch_sub(1);
+      }
+    });
+  }
+  for (auto& t : callers) t.join();
+  CHECK(most.load() == 2);
 }

@@ -78,9 +78,13 @@ struct DegradationOptions {
 };
 
 // Encoder batches: concurrent asks share the model's forward passes. Only
-// for model encoders (a lightweight encoder is called inline).
+// for model encoders (a lightweight encoder is called inline). Two batches
+// may be in their forward passes at once: when the model is busy the next
+// batch starts as soon as it has formed, and the two run on a core each
+// instead of taking turns on both (see docs/performance.md, the load study).
 inline DynamicBatcherOptions default_encoder_batching() {
   DynamicBatcherOptions o;
+  o.workers = 2;
   o.max_batch_size = 32;
   o.max_queue_delay = std::chrono::microseconds(2000);
   o.queue_capacity = 1024;

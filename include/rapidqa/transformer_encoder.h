@@ -18,9 +18,11 @@
 // format is far less constrained than safetensors, so prefer
 // model.safetensors for models from anyone else.
 //
-// Thread safety: thread-safe. Model calls are serialised internally: one
-// call uses every intra-op thread, and two at once would only fight over
-// the cores.
+// Thread safety: thread-safe. A lone model call uses every intra-op
+// thread; calls at once (up to one per intra-op thread, more wait) each run
+// on their caller's thread, so two batches keep two cores busy without
+// fighting over them. The engine's encoder batcher runs two at once
+// (default_encoder_batching in qa_engine.h).
 #pragma once
 
 #include <cstddef>

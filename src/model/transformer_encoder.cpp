@@ -18,6 +18,7 @@
 #include "model/model_bundle.h"
 #include "model/pooling.h"
 #include "model/sentence_pipeline.h"
+#include "runtime/work_pool.h"
 #include "text/utf8.h"
 
 namespace rapidqa {
@@ -32,7 +33,6 @@ struct TransformerEncoder::Impl {
   // the Pooling module says include_prompt false.
   std::int64_t pooling_skips = 0;
   std::size_t dimension = 0;
-  mutable std::mutex model_mu;  // one model call at a time; each uses every intra-op thread
   // Hashing the model files costs a read of them: done once, when first
   // asked (an engine on a knowledge store asks; others never do).
   mutable std::once_flag fingerprint_once;
@@ -235,7 +235,7 @@ Status TransformerEncoder::encode(const std::vector<std::string>& texts, std::ve
     std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
       return (*tokenized)[a].input_ids.size() > (*tokenized)[b].input_ids.size();
     });
-    std::lock_guard<std::mutex> lock(impl_->model_mu);
+    const runtime::ComputeCallSlot slot;
     c10::InferenceMode inference;
     for (std::size_t start = 0; start < order.size();) {
       const std::size_t longest = (*tokenized)[order[start]].input_ids.size();

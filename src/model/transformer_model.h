@@ -10,9 +10,11 @@
 // head) tasks, and keeps its activations in per-thread buffers reused
 // across calls.
 //
-// Thread safety: forward() is const and may run from several threads, but
-// each call uses the whole pool: callers serialise model calls
-// (TransformerEncoder and ExtractiveReader hold a mutex around them).
+// Thread safety: forward() is const and may run from several threads at
+// once (its buffers are per thread). Callers bound how many: the
+// TransformerEncoder takes a runtime::ComputeCallSlot per call (as many
+// calls as the pool has threads, each then on a thread of its own), the
+// ExtractiveReader a mutex (one call at a time, on the whole pool).
 #pragma once
 
 #include <ATen/Tensor.h>

@@ -37,7 +37,29 @@ constexpr auto kSpinBeforeSleep = std::chrono::microseconds(100);
 // it yields its core (which may be the one that thread needs).
 constexpr auto kSpinBeforeYield = std::chrono::microseconds(20);
 
+std::int64_t steady_now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
 thread_local bool t_inside_task = false;
+
+// Counts a caller in for as long as it is inside run().
+class CallerCount {
+ public:
+  explicit CallerCount(std::atomic<int>& callers)
+      : callers_(callers), inside_now_(callers.fetch_add(1, std::memory_order_relaxed) + 1) {}
+  ~CallerCount() { callers_.fetch_sub(1, std::memory_order_relaxed); }
+  CallerCount(const CallerCount&) = delete;
+  CallerCount& operator=(const CallerCount&) = delete;
+
+  int inside_now() const { return inside_now_; }  // this caller included
+
+ private:
+  std::atomic<int>& callers_;
+  const int inside_now_;
+};
 
 // Limits OpenMP (hence oneDNN and OpenBLAS's OpenMP builds) to the calling
 // thread while tasks run, and puts the caller's setting back.
@@ -71,10 +93,20 @@ bool spin_for(Predicate done, std::chrono::microseconds budget) {
 
 struct WorkPool::Shared {
   int threads = 1;
+  std::int64_t crowded_hold_ns = 0;
   std::mutex call_mu;  // held by the one call that uses the workers
   std::atomic<std::uint64_t> state{0};
   std::atomic<const std::function<void(std::int64_t)>*> task{nullptr};
   std::atomic<std::int64_t> done{0};
+
+  // Outer callers inside run() now, and the steady-clock time (ns) until
+  // which the pool counts as crowded.
+  std::atomic<int> callers{0};
+  std::atomic<std::int64_t> crowded_until_ns{0};
+
+  bool crowded(std::int64_t now_ns) const {
+    return now_ns < crowded_until_ns.load(std::memory_order_relaxed);
+  }
 
   std::mutex sleep_mu;
   std::condition_variable wake;
@@ -109,8 +141,10 @@ struct WorkPool::Shared {
     std::uint64_t seen = 0;
     for (;;) {
       std::uint64_t s = 0;
+      // While the pool is crowded no call wants the workers: sleep at once.
+      const auto budget = crowded(steady_now_ns()) ? std::chrono::microseconds(0) : kSpinBeforeSleep;
       const bool called = spin_for(
-          [&] { return generation_of(s = state.load(std::memory_order_acquire)) != seen; }, kSpinBeforeSleep);
+          [&] { return generation_of(s = state.load(std::memory_order_acquire)) != seen; }, budget);
       if (!called) {
         std::unique_lock<std::mutex> lock(sleep_mu);
         sleeping.fetch_add(1);
@@ -125,8 +159,9 @@ struct WorkPool::Shared {
   }
 };
 
-WorkPool::WorkPool(int threads) : shared_(std::make_unique<Shared>()) {
+WorkPool::WorkPool(int threads, std::chrono::nanoseconds crowded_hold) : shared_(std::make_unique<Shared>()) {
   shared_->threads = std::max(1, threads);
+  shared_->crowded_hold_ns = crowded_hold.count();
   for (int i = 1; i < shared_->threads; ++i) {
     shared_->workers.emplace_back([s = shared_.get()] { s->worker_loop(); });
   }
@@ -157,14 +192,20 @@ void WorkPool::run(std::int64_t count, const std::function<void(std::int64_t)>& 
   }
   SingleThreadedOpenMp single;
   Shared& s = *shared_;
-  std::unique_lock<std::mutex> call(s.call_mu, std::defer_lock);
-  if (count == 1 || s.threads == 1 || t_inside_task || !call.try_lock()) {
+  const auto run_alone = [&] {
     const bool was_inside = t_inside_task;
     t_inside_task = true;
     for (std::int64_t i = 0; i < count; ++i) task(i);
     t_inside_task = was_inside;
-    return;
+  };
+  if (count == 1 || s.threads == 1 || t_inside_task) return run_alone();
+  const CallerCount caller(s.callers);
+  const std::int64_t now_ns = steady_now_ns();
+  if (caller.inside_now() >= s.threads) {
+    s.crowded_until_ns.store(now_ns + s.crowded_hold_ns, std::memory_order_relaxed);
   }
+  std::unique_lock<std::mutex> call(s.call_mu, std::defer_lock);
+  if (s.crowded(now_ns) || !call.try_lock()) return run_alone();
   const std::uint64_t generation = (generation_of(s.state.load()) + 1) & ((std::uint64_t{1} << 24) - 1);
   s.task.store(&task, std::memory_order_relaxed);
   s.done.store(0, std::memory_order_relaxed);
@@ -222,6 +263,29 @@ void resize_compute_pool(int threads) { g_compute_pool.resize(threads); }
 std::shared_ptr<WorkPool> search_pool() { return g_search_pool.get(1); }
 
 void resize_search_pool(int threads) { g_search_pool.resize(threads); }
+
+namespace {
+
+std::mutex g_slots_mu;
+std::condition_variable g_slot_freed;
+int g_slots_taken = 0;  // guarded by g_slots_mu
+
+}  // namespace
+
+ComputeCallSlot::ComputeCallSlot() {
+  const int slots = compute_pool()->threads();
+  std::unique_lock<std::mutex> lock(g_slots_mu);
+  g_slot_freed.wait(lock, [&] { return g_slots_taken < slots; });
+  ++g_slots_taken;
+}
+
+ComputeCallSlot::~ComputeCallSlot() {
+  {
+    std::lock_guard<std::mutex> lock(g_slots_mu);
+    --g_slots_taken;
+  }
+  g_slot_freed.notify_one();
+}
 
 void parallel_tasks(std::int64_t count, const std::function<void(std::int64_t)>& task) {
   compute_pool()->run(count, task);

@@ -11,12 +11,21 @@
 // the rest; idle workers spin only briefly (a forward's products follow
 // each other within microseconds) and then sleep.
 //
+// Several callers at once (two batches in their forward passes): once as
+// many callers are inside run() as the pool has threads, the pool counts
+// itself crowded for a moment (crowded_hold), and every call runs on its
+// caller alone while the workers sleep. The callers' own threads already
+// fill the cores; a worker spinning or woken beside them would only take a
+// core from one of them. Alone, each caller pays no hand-off at all.
+//
 // Thread safety: run() may be called from any number of threads at once.
-// One call at a time uses the workers; a call that finds them busy, and a
-// call made from inside a task, runs its tasks on the calling thread alone
-// (never deadlocks, never waits for another caller's work).
+// One call at a time uses the workers; a call that finds them busy or the
+// pool crowded, and a call made from inside a task, runs its tasks on the
+// calling thread alone (never deadlocks, never waits for another caller's
+// work).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -26,8 +35,11 @@ namespace rapidqa::runtime {
 class WorkPool {
  public:
   // threads: the threads a call may use, the caller included (so
-  // threads - 1 workers are started); at least 1.
-  explicit WorkPool(int threads);
+  // threads - 1 workers are started); at least 1. crowded_hold: how long
+  // the pool stays crowded after it last had `threads` callers at once.
+  // Overlapping callers enter run() every few tens of microseconds, so a
+  // millisecond without an overlap means they have gone.
+  explicit WorkPool(int threads, std::chrono::nanoseconds crowded_hold = std::chrono::milliseconds(1));
   ~WorkPool();
   WorkPool(const WorkPool&) = delete;
   WorkPool& operator=(const WorkPool&) = delete;
@@ -53,6 +65,20 @@ void resize_compute_pool(int threads);
 // ComputeThreads::search (one thread, no workers, until configured).
 std::shared_ptr<WorkPool> search_pool();
 void resize_search_pool(int threads);
+
+// Holds one of the compute pool's call slots for its lifetime: at most as
+// many model calls run at once as the compute pool has threads, and a
+// caller past that waits for a slot. Two calls at once on two threads each
+// run on their own thread (the pool counts itself crowded), which is how a
+// busy engine keeps both cores on useful work; more would only share the
+// cores and each hold its own activation buffers.
+class ComputeCallSlot {
+ public:
+  ComputeCallSlot();
+  ~ComputeCallSlot();
+  ComputeCallSlot(const ComputeCallSlot&) = delete;
+  ComputeCallSlot& operator=(const ComputeCallSlot&) = delete;
+};
 
 // Shorthand: compute_pool()->run(count, task).
 void parallel_tasks(std::int64_t count, const std::function<void(std::int64_t)>& task);
