@@ -778,7 +778,7 @@ TEST_CASE("Config mismatches and a missing vocabulary are refused", "[model]") {
   CHECK(no_vocab.status().message().find("vocab.txt") != std::string::npos);
 }
 
-TEST_CASE("The extractive reader cuts the best span out of the passage", "[model][reader]") {
+TEST_CASE("The extractive reader cuts the best span out of the passage, from several threads at once too", "[model][reader]") {
   rapidqa::ExtractiveReaderOptions options;
   options.model_dir = kModels + "/bert-tiny-qa";
   auto reader = rapidqa::ExtractiveReader::load(options);
@@ -795,6 +795,31 @@ TEST_CASE("The extractive reader cuts the best span out of the passage", "[model
     CHECK(s.score <= previous);
     previous = s.score;
   }
+  // Reads from four threads at once give the spans of a read alone.
+  std::atomic<int> differ{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&] {
+      for (int round = 0; round < 20; ++round) {
+        auto again = (*reader)->read(question, passages, 5);
+        if (!again.is_ok() || again->size() != spans->size()) {
+          ++differ;
+          continue;
+        }
+        for (std::size_t i = 0; i < spans->size(); ++i) {
+          const auto& a = (*again)[i];
+          const auto& b = (*spans)[i];
+          if (a.passage != b.passage || a.begin != b.begin || a.end != b.end || std::abs(a.score - b.score) > 1e-5f) {
+            ++differ;
+            break;
+          }
+        }
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  CHECK(differ.load() == 0);
+
   // The best span is the argmax of start + end logits over valid pairs,
   // computed here from the model's own logits for passage 0 alone.
   auto single = (*reader)->read(question, {passages[0]}, 1);

@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <mutex>
 #include <numeric>
 
 #include <fmt/format.h>
@@ -11,6 +10,7 @@
 #include "common/guard.h"
 #include "model/model_bundle.h"
 #include "rapidqa/reader.h"
+#include "runtime/work_pool.h"
 
 namespace rapidqa {
 namespace {
@@ -33,7 +33,6 @@ std::vector<std::int64_t> top_positions(const float* logits, const std::vector<b
 struct ExtractiveReader::Impl {
   ExtractiveReaderOptions options;
   model::ModelBundle bundle;
-  mutable std::mutex model_mu;
 };
 
 ExtractiveReader::ExtractiveReader() : impl_(std::make_unique<Impl>()) {}
@@ -76,7 +75,7 @@ Result<std::vector<AnswerSpan>> ExtractiveReader::read(const std::string& questi
     const model::ModelInputs inputs = model::make_batch(batch, tokenizer.pad_id());
     at::Tensor logits;
     {
-      std::lock_guard<std::mutex> lock(impl_->model_mu);
+      const runtime::ComputeCallSlot slot;
       c10::InferenceMode inference;
       const at::Tensor hidden = impl_->bundle.model->forward(inputs);
       logits = impl_->bundle.model->qa_head->forward(hidden).contiguous();  // [P, S, 2]

@@ -12,9 +12,9 @@
 //
 // Thread safety: forward() is const and may run from several threads at
 // once (its buffers are per thread). Callers bound how many: the
-// TransformerEncoder takes a runtime::ComputeCallSlot per call (as many
-// calls as the pool has threads, each then on a thread of its own), the
-// ExtractiveReader a mutex (one call at a time, on the whole pool).
+// TransformerEncoder and the ExtractiveReader take a
+// runtime::ComputeCallSlot per call (as many calls at once as the pool has
+// threads, each then on a thread of its own).
 #pragma once
 
 #include <ATen/Tensor.h>
