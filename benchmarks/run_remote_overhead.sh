@@ -6,7 +6,7 @@
 # Usage: benchmarks/run_remote_overhead.sh [BUILD_DIR] [OUT_DIR]
 # Environment: ROUNDS (2), DURATION (5 s per load run), CLIENTS (4,8,16,32,64,128), CALLS (2000),
 # BATCH_WORKERS (4) and BATCH_DELAY_US (0): the batcher settings docs/remote.md suggests for a
-# remote encoder (the engine's defaults, 1 and 2000, suit an in-process model).
+# remote encoder (the engine's defaults, 2 and 2000, suit an in-process model).
 set -euo pipefail
 build=${1:-build}
 out=${2:-/tmp/remote-overhead}

@@ -137,7 +137,7 @@ std::size_t threads_running(WorkPool& pool, std::chrono::milliseconds patience) 
 }  // namespace
 
 TEST_CASE("WorkPool: after as many callers as threads at once, calls run on their caller alone", "[work_pool]") {
-  // A workers' hand would be waited for (up to 50 ms a task): in a crowded
+  // A worker's hand would be waited for (up to 50 ms a task): in a crowded
   // pool none comes, and every task runs on the calling thread.
   WorkPool pool(2, std::chrono::hours(1));
   CHECK(threads_running(pool, std::chrono::seconds(5)) == 2);  // not yet crowded: the worker helps
