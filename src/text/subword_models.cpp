@@ -1,6 +1,9 @@
 #include "text/subword_models.h"
 
+#include <array>
+#include <charconv>
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 #include <optional>
 #include <queue>
@@ -34,6 +37,55 @@ Result<std::optional<std::string>> optional_string(const Json& model, const char
 bool flag(const Json& model, const char* field, bool fallback) {
   const auto it = model.find(field);
   return it != model.end() && it->is_boolean() ? it->get<bool>() : fallback;
+}
+
+// A Unigram score as Hugging Face's tokenizers reads it from tokenizer.json.
+// The library parses numbers with serde_json's default parser, which is not
+// correctly rounded: it takes the decimal digits as one integer (rounded to a
+// double above 2^53) and then multiplies or divides by a power of ten,
+// rounding a second time. A score of 17 significant digits, as float32 scores
+// print, can land one unit in the last place away from the nearest double.
+// That unit decides ties between the same pieces in two orders ("aa" "a"
+// against "a" "aa": P + s1 + s2 against P + s2 + s1 round differently), so
+// the scores are read the library's way. The digits are those of the
+// shortest representation, which is what the library, Python and JavaScript
+// write.
+double score_as_the_library_reads_it(double nearest) {
+  std::array<char, 64> text{};
+  const auto written = std::to_chars(text.data(), text.data() + text.size(), std::fabs(nearest),
+                                     std::chars_format::scientific);
+  if (written.ec != std::errc()) return nearest;
+  std::uint64_t significand = 0;
+  int exponent = 0;
+  bool after_point = false;
+  const char* p = text.data();
+  for (; p != written.ptr && *p != 'e'; ++p) {
+    if (*p == '.') {
+      after_point = true;
+      continue;
+    }
+    significand = significand * 10 + static_cast<std::uint64_t>(*p - '0');
+    exponent -= after_point ? 1 : 0;
+  }
+  if (p == written.ptr) return nearest;
+  exponent += std::atoi(p + 1);
+  static const std::array<double, 309> powers_of_ten = [] {
+    std::array<double, 309> powers{};
+    for (std::size_t i = 0; i < powers.size(); ++i) powers[i] = std::strtod(fmt::format("1e{}", i).c_str(), nullptr);
+    return powers;
+  }();
+  auto value = static_cast<double>(significand);
+  for (;;) {
+    const auto index = static_cast<std::size_t>(exponent < 0 ? -exponent : exponent);
+    if (index < powers_of_ten.size()) {
+      value = exponent >= 0 ? value * powers_of_ten[index] : value / powers_of_ten[index];
+      break;
+    }
+    if (value == 0 || exponent >= 0) break;
+    value /= 1e308;
+    exponent += 308;
+  }
+  return std::isfinite(value) ? std::copysign(value, nearest) : nearest;
 }
 
 // "<0xNN>", the byte-fallback token of b.
@@ -345,7 +397,7 @@ Result<std::unique_ptr<SubwordModel>> UnigramModel::read(const Json& model) {
     }
     out->id_to_token_.push_back(piece);
     out->token_to_id_[piece] = id;
-    out->scores_.push_back(entry[1].get<double>());
+    out->scores_.push_back(score_as_the_library_reads_it(entry[1].get<double>()));
     out->min_score_ = std::min(out->min_score_, out->scores_.back());
     std::int32_t node = 0;
     for (unsigned char byte : piece) {
