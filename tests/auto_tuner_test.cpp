@@ -177,6 +177,50 @@ TEST_CASE("Over the target with a growing backlog the tuner grows to serve it, n
   CHECK(plain.size == 16);
 }
 
+TEST_CASE("A backlog is grown into only while a bigger batch is predicted to cost each request less", "[tuner]") {
+  Limits limits;
+  AutoTunerOptions options;
+  options.hysteresis = 1;
+  LoadSample now = sample(400ms, 900);
+  now.queue_depth = 50;
+  auto tuner = make_tuner(options, [&] { return now; }, limits.control());
+  // Half of a batch is fixed cost: 20 -> 23 saves 0.5 x 3/23 = 6.5% a request.
+  now.batch_fixed_share = 0.5;
+  REQUIRE(tuner->tune_once());
+  CHECK(limits.size == 23);
+  // A batch that is nearly all per-request work: 23 -> 26 would save
+  // 0.1 x 3/26 = 1.2%, under the 2% a move must save. Hold: neither grow
+  // nor shrink, however long the backlog lasts.
+  now.batch_fixed_share = 0.1;
+  for (int i = 0; i < 5; ++i) {
+    now.queue_depth += 10;
+    CHECK_FALSE(tuner->tune_once());
+  }
+  CHECK(limits.size == 23);
+  // No batch at all is fixed cost: the same.
+  now.batch_fixed_share = 0.0;
+  now.queue_depth += 10;
+  CHECK_FALSE(tuner->tune_once());
+  // The practice's shrink still applies once the backlog is gone.
+  now.queue_depth = 0;
+  REQUIRE(tuner->tune_once());
+  CHECK(limits.size == 18);
+  // min_backlog_saving 0 grows regardless, as does a sample without a share.
+  options.min_backlog_saving = 0;
+  Limits any;
+  auto regardless = make_tuner(options, [&] { return now; }, any.control());
+  now.queue_depth = 50;
+  REQUIRE(regardless->tune_once());
+  CHECK(any.size == 23);
+  options.min_backlog_saving = 0.02;
+  Limits unknown;
+  auto without_share = make_tuner(options, [&] { return now; }, unknown.control());
+  now.batch_fixed_share = -1;
+  now.queue_depth = 100;
+  REQUIRE(without_share->tune_once());
+  CHECK(unknown.size == 23);
+}
+
 TEST_CASE("A move that makes the next interval worse is undone and not tried again for a while", "[tuner]") {
   Limits limits;
   AutoTunerOptions options;
@@ -238,6 +282,7 @@ TEST_CASE("Tuner options out of range are refused with the field's name, not qui
   CHECK_THAT(refusal([](auto& o) { o.interval = std::chrono::milliseconds(0); }), Catch::Contains("interval"));
   CHECK_THAT(refusal([](auto& o) { o.max_queue_delay = 10us; }), Catch::Contains("max_queue_delay"));
   CHECK_THAT(refusal([](auto& o) { o.worse_margin = -1; }), Catch::Contains("worse_margin"));
+  CHECK_THAT(refusal([](auto& o) { o.min_backlog_saving = 1.5; }), Catch::Contains("min_backlog_saving"));
   CHECK_FALSE(AutoTuner::create({}, nullptr, limits.control()).is_ok());
   CHECK(AutoTuner::create({}, [] { return LoadSample{}; }, limits.control()).is_ok());
 }

@@ -30,7 +30,10 @@ namespace {
 // call costs `cost` of the manual clock's time, and can be held at a gate.
 class SlowModel final : public rapidqa::Encoder {
  public:
-  SlowModel(std::shared_ptr<ManualClock> clock, std::chrono::milliseconds cost) : clock_(std::move(clock)), cost_(cost) {}
+  // Each call moves the clock by cost, and by per_text for each text.
+  SlowModel(std::shared_ptr<ManualClock> clock, std::chrono::milliseconds cost,
+            std::chrono::milliseconds per_text = std::chrono::milliseconds(0))
+      : clock_(std::move(clock)), cost_(cost), per_text_(per_text) {}
   std::size_t dimension() const override { return inner_->dimension(); }
   std::string name() const override { return "slow-model"; }
   rapidqa::Status encode(const std::vector<std::string>& texts, std::vector<float>& out) const override {
@@ -41,7 +44,7 @@ class SlowModel final : public rapidqa::Encoder {
       cv_.wait(lock, [&] { return open_; });
       --waiting_;
     }
-    if (clock_) clock_->advance(cost_);
+    if (clock_) clock_->advance(cost_ + per_text_ * static_cast<int>(texts.size()));
     return inner_->encode(texts, out);
   }
   void adapt(const std::vector<std::string>& corpus) override { inner_->adapt(corpus); }
@@ -63,7 +66,7 @@ class SlowModel final : public rapidqa::Encoder {
  private:
   std::unique_ptr<rapidqa::HashingEncoder> inner_ = rapidqa::HashingEncoder::create().value();
   std::shared_ptr<ManualClock> clock_;
-  std::chrono::milliseconds cost_;
+  std::chrono::milliseconds cost_, per_text_;
   mutable std::mutex mu_;
   mutable std::condition_variable cv_;
   mutable int waiting_ = 0;
@@ -311,6 +314,42 @@ TEST_CASE("The engine's own AutoTuner steers the encoder batcher from its p99 an
   CHECK(history.front().observed.requests == 10);
   CHECK(history.front().reason.find("grow") != std::string::npos);
   CHECK(m.format_prometheus().find("rapidqa_autotuner_moves_total 1\n") != std::string::npos);
+}
+
+TEST_CASE("The engine's load sample says what share of a batch is fixed cost, learned from its batches",
+          "[engine][tuner]") {
+  // Every batch costs 8 ms plus 1 ms a question on the engine's clock: at
+  // the limit of 32 a batch is 8 / (8 + 32) = 20% fixed cost.
+  auto clock = std::make_shared<ManualClock>();
+  auto model = std::make_shared<SlowModel>(clock, 8ms, 1ms);
+  EngineOptions options;
+  options.clock = clock;
+  options.encoder_batching.workers = 1;
+  options.encoder_batching.max_queue_delay = 0us;
+  options.encoder_batching.max_batch_size = 32;
+  auto engine = engine_with(model, options);
+  CHECK(engine->tuning().recent_load().batch_fixed_share < 0);  // no batch yet: unknown
+  const ReopenAtExit reopen{*model};
+  // Rounds of one ask held at the model while `company` more queue behind
+  // it: batches of 1, then `company`.
+  for (int company = 2; company <= 5; ++company) {
+    model->close();
+    std::vector<std::future<rapidqa::Result<rapidqa::Answer>>> asks;
+    asks.push_back(std::async(std::launch::async, [&] { return engine->ask("How do I get a refund?", within(0ms)); }));
+    REQUIRE(model->await_waiting(1));
+    for (int i = 0; i < company; ++i) {
+      asks.push_back(std::async(std::launch::async, [&] { return engine->ask("How do I get a refund?", within(0ms)); }));
+    }
+    for (int i = 0; i < 10000 && engine->metrics().batcher.queue_depth < static_cast<std::size_t>(company); ++i) {
+      std::this_thread::sleep_for(1ms);
+    }
+    REQUIRE(engine->metrics().batcher.queue_depth == static_cast<std::size_t>(company));
+    model->open();
+    for (auto& ask : asks) REQUIRE(ask.get().is_ok());
+  }
+  const rapidqa::LoadSample sample = engine->tuning().recent_load();
+  CHECK(sample.requests == 18);
+  CHECK(sample.batch_fixed_share == Approx(0.2).margin(0.01));
 }
 
 TEST_CASE("A model engine refuses bad batcher and tuner options by name instead of fixing them", "[engine][degradation]") {

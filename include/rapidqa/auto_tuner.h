@@ -11,7 +11,10 @@
 // itself is the latency (p99 over p99_high with a backlog: the queue grew
 // over the interval, more than a batch is waiting, or requests are being
 // shed to the degraded path), a bigger batch serves the backlog faster, so with
-// grow_when_backlogged the tuner grows instead of shrinking.
+// grow_when_backlogged the tuner grows instead of shrinking, as long as the
+// sampler's latency model says a bigger batch costs each request at least
+// min_backlog_saving less; past that a bigger batch only adds latency (the
+// fixed cost of a batch is already spread thin) and the tuner holds.
 // A move needs `hysteresis` consecutive intervals that agree, every step is
 // bounded (at least one request, at most max_step requests, within
 // [min_batch_size, max_batch_size]), a move that made the next interval
@@ -55,6 +58,10 @@ struct AutoTunerOptions {
   std::chrono::microseconds max_queue_delay{50000};  // >= min_queue_delay
   std::size_t hysteresis = 2;                     // agreeing intervals needed before a move, >= 1
   bool grow_when_backlogged = true;               // over p99_high with a growing queue: grow, not shrink
+  // ... only while the move cuts each request's predicted cost by at least
+  // this fraction: batch_fixed_share x (1 - old size / new size). Samples
+  // without a share (below 0) grow regardless. In [0, 1]; 0 = regardless.
+  double min_backlog_saving = 0.02;
   // Grow for spare capacity only while the limit binds: at least this share
   // of the interval's batches were full (a limit no batch reaches buys
   // nothing). 0 = grow regardless.

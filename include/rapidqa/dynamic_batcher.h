@@ -95,6 +95,7 @@ struct DynamicBatcherStats {
   std::size_t running = 0;                         // requests in batches running now
   std::uint64_t submitted = 0, completed = 0, rejected = 0, timed_out = 0, failed = 0, shut_down = 0;
   std::uint64_t batches = 0;
+  std::uint64_t completed_tokens = 0;              // tokens of the completed requests, as submitted
   std::vector<std::uint64_t> batch_sizes;          // [n]: batches of n requests
   std::array<std::uint64_t, kBatchDispatchReasonCount> dispatch_reasons{}; // by BatchDispatchReason
   std::size_t max_batch_size = 0;                  // current limits (the AutoTuner moves them)
@@ -444,6 +445,7 @@ class DynamicBatcher {
       if (error.empty()) {
         model_.observe(batch.size(), tokens, ran);
         stats_.completed += batch.size();
+        stats_.completed_tokens += tokens;
       } else {
         stats_.failed += batch.size();
       }

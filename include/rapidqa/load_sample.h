@@ -18,6 +18,11 @@ struct LoadSample {
   std::size_t queue_depth = 0;       // requests waiting for the batcher at the end of the interval
   double full_batch_fraction = 1.0;  // share of the interval's batches that were full (1 when unknown)
   double degraded_fraction = 0.0;    // share of the interval's answers that took a degraded path
+  // Share of a batch's predicted time, at the current size limit, that does
+  // not grow with its size (the batch's fixed cost), from the batcher's
+  // latency model: a bigger batch saves at most this share of each
+  // request's cost. Below 0 when unknown.
+  double batch_fixed_share = -1.0;
 };
 
 }  // namespace rapidqa

@@ -78,6 +78,9 @@ Status validate_auto_tuner_options(const AutoTunerOptions& o) {
     return Status::invalid_argument(fmt::format("max_queue_delay {} us is below min_queue_delay {} us",
                                                 o.max_queue_delay.count(), o.min_queue_delay.count()));
   }
+  if (!(o.min_backlog_saving >= 0 && o.min_backlog_saving <= 1)) {
+    return Status::invalid_argument(fmt::format("min_backlog_saving {} is outside [0, 1]", o.min_backlog_saving));
+  }
   if (!(o.worse_margin >= 0 && o.worse_margin <= 10)) {
     return Status::invalid_argument(fmt::format("worse_margin {} is outside [0, 10]", o.worse_margin));
   }
@@ -167,10 +170,24 @@ std::optional<TunerMove> undo_if_worse(const TunerMove& last, const LoadSample& 
   return undo;
 }
 
+// What growing from `size` to `grown` saves of each request's predicted
+// cost: the fixed share of a batch spread over more requests.
+double growth_saving(const LoadSample& sample, std::size_t size, std::size_t grown) {
+  if (sample.batch_fixed_share < 0 || size == 0 || grown <= size) return 1.0;
+  return std::min(sample.batch_fixed_share, 1.0) * (1.0 - static_cast<double>(size) / static_cast<double>(grown));
+}
+
 // +1 (grow), -1 (shrink) or 0 for one interval's sample, with the reason.
-int wanted_direction(const LoadSample& sample, bool backlog_grew, const AutoTunerOptions& o, std::string& why) {
+// size and grown: the batch size limit now and after a grow move.
+int wanted_direction(const LoadSample& sample, bool backlog_grew, std::size_t size, std::size_t grown,
+                     const AutoTunerOptions& o, std::string& why) {
   if (sample.requests == 0) return 0;
   if (sample.p99 > o.p99_high && o.grow_when_backlogged && backlog_grew) {
+    // A bigger batch serves a backlog faster only by spreading the batch's
+    // fixed cost; where that is already thin it only makes each batch, and
+    // so each answer, slower. Shrinking would cost throughput the backlog
+    // needs, so the tuner holds.
+    if (const double saving = growth_saving(sample, size, grown); saving < o.min_backlog_saving) return 0;
     why = fmt::format("p99 {}us > {}us with a backlog (queue {}, {:.1f}% degraded): grow to serve it",
                       sample.p99.count(), o.p99_high.count(), sample.queue_depth, 100.0 * sample.degraded_fraction);
     return +1;
@@ -213,7 +230,7 @@ std::optional<TunerMove> AutoTuner::tune_once() {
                             (limit > 0 && sample.queue_depth >= limit) || sample.degraded_fraction > 0.01;
   impl_->last_queue_depth = sample.queue_depth;
   std::string why;
-  int want = wanted_direction(sample, backlog_grew, o, why);
+  int want = wanted_direction(sample, backlog_grew, limit, impl_->resized(limit, +1), o, why);
   if (want != 0 && want == impl_->held_direction) want = 0;  // recently reverted: not again yet
   if (want == 0 || want != impl_->direction) {
     impl_->direction = want;

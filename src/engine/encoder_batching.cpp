@@ -136,6 +136,14 @@ LoadSample EncoderBatching::recent_load() {
       batches == 0 ? 0.0 : std::min(1.0, static_cast<double>(full - window_full_batches_) / static_cast<double>(batches));
   window_batches_ = dispatched;
   window_full_batches_ = full;
+  // The fixed share of a batch at the limit, for a request of the mean
+  // length so far.
+  if (b.latency.samples >= 3 && b.completed > 0 && b.max_batch_size > 0) {
+    const double size = static_cast<double>(b.max_batch_size);
+    const double tokens = size * static_cast<double>(b.completed_tokens) / static_cast<double>(b.completed);
+    const double batch_us = b.latency.intercept_us + b.latency.per_request_us * size + b.latency.per_token_us * tokens;
+    sample.batch_fixed_share = batch_us > 0 ? std::clamp(b.latency.intercept_us / batch_us, 0.0, 1.0) : -1.0;
+  }
   return sample;
 }
 
