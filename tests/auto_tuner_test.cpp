@@ -206,19 +206,18 @@ TEST_CASE("A backlog is grown into only while a bigger batch is predicted to cos
   REQUIRE(tuner->tune_once());
   CHECK(limits.size == 18);
   // min_backlog_saving 0 grows regardless, as does a sample without a share.
-  options.min_backlog_saving = 0;
-  Limits any;
-  auto regardless = make_tuner(options, [&] { return now; }, any.control());
-  now.queue_depth = 50;
-  REQUIRE(regardless->tune_once());
-  CHECK(any.size == 23);
-  options.min_backlog_saving = 0.02;
-  Limits unknown;
-  auto without_share = make_tuner(options, [&] { return now; }, unknown.control());
-  now.batch_fixed_share = -1;
-  now.queue_depth = 100;
-  REQUIRE(without_share->tune_once());
-  CHECK(unknown.size == 23);
+  const auto first_move = [&](double min_saving, double share) {
+    options.min_backlog_saving = min_saving;
+    Limits fresh;
+    LoadSample backlogged = now;
+    backlogged.queue_depth = 50;
+    backlogged.batch_fixed_share = share;
+    auto tuner_of_its_own = make_tuner(options, [&] { return backlogged; }, fresh.control());
+    return tuner_of_its_own->tune_once() ? fresh.size : 0;
+  };
+  CHECK(first_move(0.0, 0.0) == 23);
+  CHECK(first_move(0.02, -1.0) == 23);
+  CHECK(first_move(0.02, 0.0) == 0);
 }
 
 TEST_CASE("A move that makes the next interval worse is undone and not tried again for a while", "[tuner]") {
