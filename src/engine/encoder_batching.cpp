@@ -136,13 +136,12 @@ LoadSample EncoderBatching::recent_load() {
       batches == 0 ? 0.0 : std::min(1.0, static_cast<double>(full - window_full_batches_) / static_cast<double>(batches));
   window_batches_ = dispatched;
   window_full_batches_ = full;
-  // The fixed share of a batch at the limit, for a request of the mean
-  // length so far.
-  if (b.latency.samples >= 3 && b.completed > 0 && b.max_batch_size > 0) {
-    const double size = static_cast<double>(b.max_batch_size);
-    const double tokens = size * static_cast<double>(b.completed_tokens) / static_cast<double>(b.completed);
-    const double batch_us = b.latency.intercept_us + b.latency.per_request_us * size + b.latency.per_token_us * tokens;
-    sample.batch_fixed_share = batch_us > 0 ? std::clamp(b.latency.intercept_us / batch_us, 0.0, 1.0) : -1.0;
+  // The fixed share of a batch at the limit, for requests of the mean
+  // length so far (the model predicts nothing before it is ready).
+  if (b.completed > 0) {
+    const std::size_t tokens = b.max_batch_size * b.completed_tokens / b.completed;
+    const double batch_us = static_cast<double>(batcher_->predict_latency(b.max_batch_size, tokens).count()) / 1000.0;
+    if (batch_us > 0) sample.batch_fixed_share = std::clamp(b.latency.intercept_us / batch_us, 0.0, 1.0);
   }
   return sample;
 }
