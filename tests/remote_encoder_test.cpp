@@ -244,6 +244,9 @@ TEST_CASE("embedding protocols: request bodies and the answers they accept", "[r
   kserve.protocol = RemoteProtocol::kKServeV2;
   kserve.model = "my model/v";
   REQUIRE(kserve.path() == "/v2/models/my%20model%2Fv/infer");
+  REQUIRE(kserve.request_body({"q"}) ==
+          R"({"inputs":[{"data":["q"],"datatype":"BYTES","name":"text","shape":[1]}],"parameters":{"binary_data_output":true}})");
+  kserve.kserve_binary_vectors = false;
   REQUIRE(kserve.request_body({"q"}) == R"({"inputs":[{"data":["q"],"datatype":"BYTES","name":"text","shape":[1]}]})");
   dim = 0;
   // Flat data, and nested rows as some servers send them.
@@ -259,6 +262,34 @@ TEST_CASE("embedding protocols: request bodies and the answers they accept", "[r
               .code() == StatusCode::kDataLoss);
   REQUIRE(kserve.read_vectors(R"({"outputs":[{"name":"e","datatype":"INT8","shape":[1,2],"data":[1,2]}]})", 1, dim, out)
               .code() == StatusCode::kDataLoss);
+  // Binary tensor data: the JSON, then each binary output's bytes in the
+  // order of 'outputs' (here a 2-byte output before the vectors).
+  const auto binary_answer = [](const std::string& json, const std::string& bytes) { return json + bytes; };
+  const float vectors[] = {1, 2, 3, 4};
+  const std::string vector_bytes(reinterpret_cast<const char*>(vectors), sizeof vectors);
+  const std::string header =
+      R"({"outputs":[{"name":"ids","datatype":"INT8","shape":[2],"parameters":{"binary_data_size":2}},)"
+      R"({"name":"e","datatype":"FP32","shape":[2,2],"parameters":{"binary_data_size":16}}]})";
+  const std::string answer = binary_answer(header, "xy" + vector_bytes);
+  out.clear();
+  REQUIRE(kserve.read_vectors(answer, 2, dim, out, header.size()).is_ok());
+  REQUIRE(out == std::vector<float>{1, 2, 3, 4});
+  // The bytes cut short, a size that is not the shape's, a header longer
+  // than the body, and binary data without its header's length: all refused.
+  auto cut = kserve.read_vectors(answer.substr(0, answer.size() - 1), 2, dim, out, header.size());
+  REQUIRE(cut.code() == StatusCode::kDataLoss);
+  REQUIRE(cut.message().find("binary data ends") != std::string::npos);
+  std::string wrong_size = header;
+  wrong_size.replace(wrong_size.find("16"), 2, "12");
+  REQUIRE(kserve.read_vectors(binary_answer(wrong_size, "xy" + vector_bytes), 2, dim, out, wrong_size.size()).code() ==
+          StatusCode::kDataLoss);
+  REQUIRE(kserve.read_vectors(answer, 2, dim, out, answer.size() + 1).code() == StatusCode::kDataLoss);
+  REQUIRE(kserve.read_vectors(header, 2, dim, out).message().find("Inference-Header-Content-Length") !=
+          std::string::npos);
+  // A JSON answer with the header's length (an engine that sent numbers) is read as numbers.
+  const std::string numbers = R"({"outputs":[{"name":"e","datatype":"FP32","shape":[1,2],"data":[5,6]}]})";
+  REQUIRE(kserve.read_vectors(numbers, 1, dim, out, numbers.size()).is_ok());
+  REQUIRE(out == std::vector<float>{5, 6});
   kserve.kserve_output = "wanted";
   REQUIRE(kserve.read_vectors(R"({"outputs":[{"name":"e","datatype":"FP32","shape":[1,2],"data":[1,2]}]})", 1, dim, out)
               .message()
@@ -268,7 +299,7 @@ TEST_CASE("embedding protocols: request bodies and the answers they accept", "[r
   REQUIRE(rapidqa::remote::error_message(R"({"error":"no model"})") == "no model");
 }
 
-TEST_CASE("header lines: Content-Length read for the body's room, Retry-After in seconds", "[remote]") {
+TEST_CASE("header lines: Content-Length read for the body's room, Retry-After in seconds, KServe's JSON length", "[remote]") {
   using rapidqa::remote::content_length_header;
   using rapidqa::remote::retry_after_header;
   const auto length = [](const std::string& line) { return content_length_header(line.data(), line.size()); };
@@ -278,6 +309,10 @@ TEST_CASE("header lines: Content-Length read for the body's room, Retry-After in
   REQUIRE_FALSE(length("Content-Length: many\r\n"));
   REQUIRE_FALSE(length("Content-Type: application/json\r\n"));
   REQUIRE_FALSE(length("Content-Length:"));
+  const std::string json_length = "Inference-Header-Content-Length: 120\r\n";
+  REQUIRE(rapidqa::remote::inference_header_length_header(json_length.data(), json_length.size()) ==
+          std::optional<std::size_t>(120));
+  REQUIRE_FALSE(rapidqa::remote::inference_header_length_header("Content-Length: 5\r\n", 19));
   const std::string retry = "Retry-After: 3\r\n";
   REQUIRE(retry_after_header(retry.data(), retry.size()) == std::optional<std::chrono::milliseconds>(3000));
 }

@@ -116,7 +116,14 @@ TEST_CASE("remote encoders over rapidqa-server give the host model's vectors", "
   RemoteEncoderOptions kserve_grpc = kserve;  // the host's gRPC inference service
   kserve_grpc.protocol = RemoteProtocol::kKServeV2Grpc;
   kserve_grpc.endpoints = {host.grpc_url()};
-  for (const auto& options : {openai, h2, kserve, kserve_grpc}) {
+  RemoteEncoderOptions kserve_numbers = kserve;  // the vectors as JSON numbers, not binary tensor data
+  kserve_numbers.kserve_binary_vectors = false;
+  RemoteEncoderOptions kserve_named = kserve;  // the output asked for by name
+  kserve_named.kserve_output = "embedding";
+  RemoteEncoderOptions kserve_h2 = kserve;
+  kserve_h2.endpoints = h2.endpoints;
+  kserve_h2.http_version = rapidqa::RemoteHttpVersion::kHttp2;
+  for (const auto& options : {openai, h2, kserve, kserve_numbers, kserve_named, kserve_h2, kserve_grpc}) {
     auto encoder = remote(options);
     std::vector<float> got;
     const auto encoded = encoder->encode(texts, got);
@@ -137,7 +144,7 @@ TEST_CASE("remote encoders over rapidqa-server give the host model's vectors", "
   REQUIRE(local->encoder().encode(many_normalized, many_expected).is_ok());
   RemoteEncoderOptions as_numbers = openai;
   as_numbers.base64_vectors = false;
-  for (auto options : {openai, as_numbers, h2}) {
+  for (auto options : {openai, as_numbers, h2, kserve, kserve_numbers, kserve_h2}) {
     options.max_texts_per_request = many.size();  // one request, one answer
     std::vector<float> got;
     const auto encoded = remote(options)->encode(many, got);

@@ -323,7 +323,43 @@ TEST_CASE("KServe v2 metadata readiness and inference", "[server]") {
   CHECK(out["outputs"][0]["shape"] == json({2, dim}));
   CHECK(out["outputs"][0]["data"].size() == 2 * dim);
 
+  // The numbers read back as the floats they were (shortest round-trip text).
+  std::vector<float> vectors;
+  REQUIRE(f.engine->embed({"reset my password", "hours"}, vectors).is_ok());
+  for (std::size_t i = 0; i < vectors.size(); ++i) CHECK(out["outputs"][0]["data"][i].get<float>() == vectors[i]);
+
+  // Binary tensor data: asked for the whole request or for the output, the
+  // JSON header says its length and the output's size, the vectors' bytes follow.
+  CHECK(body_of(f.api.handle(request("GET", "/v2")))["extensions"] == json({"binary_tensor_data"}));
+  for (const char* binary_request :
+       {R"({"inputs": [{"name": "text", "datatype": "BYTES", "shape": [2], "data": ["reset my password", "hours"]}],
+            "parameters": {"binary_data_output": true}})",
+        R"({"inputs": [{"name": "text", "datatype": "BYTES", "shape": [2], "data": ["reset my password", "hours"]}],
+            "outputs": [{"name": "embedding", "parameters": {"binary_data": true}}]})"}) {
+    ServerResponse b = f.api.handle(request("POST", "/v2/models/rapidqa-encoder/infer", binary_request));
+    REQUIRE(b.status == 200);
+    REQUIRE(b.headers.size() == 1);
+    CHECK(b.headers[0].first == "inference-header-content-length");
+    const std::size_t json_length = std::stoul(b.headers[0].second);
+    const json header = json::parse(b.body.substr(0, json_length));
+    CHECK(header["outputs"][0]["shape"] == json({2, dim}));
+    CHECK(header["outputs"][0]["parameters"]["binary_data_size"] == 2 * dim * sizeof(float));
+    CHECK_FALSE(header["outputs"][0].contains("data"));
+    REQUIRE(b.body.size() == json_length + 2 * dim * sizeof(float));
+    CHECK(std::memcmp(b.body.data() + json_length, vectors.data(), 2 * dim * sizeof(float)) == 0);
+  }
+  // An output's own binary_data: false wins over the request's true.
+  ServerResponse numbers = f.api.handle(request("POST", "/v2/models/rapidqa-encoder/infer", R"({
+      "inputs": [{"name": "text", "datatype": "BYTES", "shape": [1], "data": ["hours"]}],
+      "parameters": {"binary_data_output": true}, "outputs": [{"name": "embedding", "parameters": {"binary_data": false}}]})"));
+  REQUIRE(numbers.status == 200);
+  CHECK(numbers.headers.empty());
+  CHECK(body_of(numbers)["outputs"][0]["data"].size() == dim);
+
   auto infer = [&](const std::string& body) { return f.api.handle(request("POST", "/v2/models/rapidqa-encoder/infer", body)).status; };
+  CHECK(infer(R"({"inputs": [{"name": "t", "datatype": "BYTES", "data": ["a"]}], "outputs": [{"name": "other"}]})") == 400);
+  CHECK(infer(R"({"inputs": [{"name": "t", "datatype": "BYTES", "data": ["a"]}], "parameters": {"binary_data_output": 1}})") == 400);
+  CHECK(infer(R"({"inputs": [{"name": "t", "datatype": "BYTES", "data": ["a"]}], "parameters": []})") == 400);
   CHECK(infer(R"({"inputs": [{"name": "t", "datatype": "FP32", "shape": [1], "data": [1.0]}]})") == 400);
   CHECK(infer(R"({"inputs": [{"name": "t", "datatype": "BYTES", "shape": [3], "data": ["a"]}]})") == 400);
   CHECK(infer(R"({"inputs": []})") == 400);

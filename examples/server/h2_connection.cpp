@@ -171,6 +171,7 @@ bool H2Connection::respond(std::int32_t stream_id, const ServerResponse& respons
                                      header("content-length", length)};
   if (!request_id.empty()) headers.push_back(header("x-request-id", request_id));
   if (response.retry_after_seconds > 0) headers.push_back(header("retry-after", retry));
+  for (const auto& [name, value] : response.headers) headers.push_back(header(name.c_str(), value));
   if (head || response.body.empty()) return submit(session_, bodies_, stream_id, headers, nullptr);
   return submit(session_, bodies_, stream_id, headers, std::make_unique<H2OutgoingBody>(H2OutgoingBody{response.body, 0, false}));
 }

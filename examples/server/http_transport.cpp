@@ -372,7 +372,8 @@ struct HttpTransport::Impl final : H2Connection::Listener {
   // The headers of a response: status, type, length (LWS_ILLEGAL_HTTP_CONTENT_LEN:
   // none), the request's id, then `extra`. Non-zero when lws refused.
   int write_headers(lws* wsi, Exchange& e, unsigned int status, const char* content_type, lws_filepos_t length,
-                    const std::vector<std::pair<lws_token_indexes, std::string>>& extra) {
+                    const std::vector<std::pair<lws_token_indexes, std::string>>& extra,
+                    const std::vector<std::pair<std::string, std::string>>& named = {}) {
     unsigned char buffer[LWS_PRE + 2048];
     unsigned char* start = buffer + LWS_PRE;
     unsigned char* p = start;
@@ -388,6 +389,14 @@ struct HttpTransport::Impl final : H2Connection::Listener {
     for (const auto& [token, value] : extra) {
       if (lws_add_http_header_by_token(wsi, token, reinterpret_cast<const unsigned char*>(value.data()),
                                        static_cast<int>(value.size()), &p, end)) {
+        return 1;
+      }
+    }
+    for (const auto& [name, value] : named) {
+      const std::string with_colon = name + ":";
+      if (lws_add_http_header_by_name(wsi, reinterpret_cast<const unsigned char*>(with_colon.c_str()),
+                                      reinterpret_cast<const unsigned char*>(value.data()),
+                                      static_cast<int>(value.size()), &p, end)) {
         return 1;
       }
     }
@@ -471,7 +480,8 @@ struct HttpTransport::Impl final : H2Connection::Listener {
       std::vector<std::pair<lws_token_indexes, std::string>> extra;
       if (r.retry_after_seconds > 0) extra.emplace_back(WSI_TOKEN_HTTP_RETRY_AFTER, std::to_string(r.retry_after_seconds));
       if (e->close_after && !e->http2 && !e->websocket) extra.emplace_back(WSI_TOKEN_CONNECTION, "close");
-      if (write_headers(wsi, *e, static_cast<unsigned int>(r.status), r.content_type.c_str(), r.body.size(), extra)) {
+      if (write_headers(wsi, *e, static_cast<unsigned int>(r.status), r.content_type.c_str(), r.body.size(), extra,
+                        r.headers)) {
         return 1;
       }
       if (e->request.method == "HEAD") r.body.clear();

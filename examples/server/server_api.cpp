@@ -1,6 +1,7 @@
 #include "server_api.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <cstring>
 #include <initializer_list>
@@ -36,6 +37,46 @@ ServerResponse json_response(const json& body, int status = 200) {
   r.status = status;
   r.body = tools::json_line(body);
   return r;
+}
+
+// Floats as JSON numbers, each the shortest text that reads back as the
+// same float (a float widened to double prints 17 digits of noise), and
+// written straight into the body: a batch of vectors is tens of thousands
+// of numbers, and a JSON library's value per number was most of a
+// request's time. JSON has no NaN or infinity: they are written as null,
+// as the JSON library does.
+void append_json_floats(const float* values, std::size_t n, std::string& out) {
+  out += '[';
+  char text[32];
+  for (std::size_t i = 0; i < n; ++i) {
+    if (i) out += ',';
+    if (!std::isfinite(values[i])) {
+      out += "null";
+      continue;
+    }
+    const auto written = std::to_chars(text, text + sizeof text, values[i]);
+    out.append(text, written.ptr);
+  }
+  out += ']';
+}
+
+// Reads the boolean `name` of a KServe parameters object into `out` when
+// it is there; false (with `error` set) when the object or the value has
+// the wrong type.
+bool json_flag(const json* parameters, const char* name, bool& out, ServerResponse& error) {
+  if (!parameters) return true;
+  if (!parameters->is_object()) {
+    error = error_response(400, "invalid_argument", "'parameters' must be an object");
+    return false;
+  }
+  const auto it = parameters->find(name);
+  if (it == parameters->end()) return true;
+  if (!it->is_boolean()) {
+    error = error_response(400, "invalid_argument", std::string("parameter '") + name + "' must be true or false");
+    return false;
+  }
+  out = it->get<bool>();
+  return true;
 }
 
 // A request body's JSON object, read field by field with its types checked
@@ -589,12 +630,20 @@ ServerResponse ServerApi::embeddings(const ServerRequest& request) {
     r.body += "],\"model\":" + tools::json_line(options_.model_name) + ",\"usage\":" + tools::json_line(usage) + "}";
     return r;
   }
-  json data = json::array();
+  ServerResponse r;
+  r.status = 200;
+  r.body.reserve(texts.size() * (dim * 12 + 64) + 128);
+  r.body += "{\"object\":\"list\",\"data\":[";
   for (std::size_t i = 0; i < texts.size(); ++i) {
-    const float* row = vectors.data() + i * dim;
-    data.push_back({{"object", "embedding"}, {"index", i}, {"embedding", std::vector<float>(row, row + dim)}});
+    if (i) r.body += ',';
+    r.body += "{\"object\":\"embedding\",\"index\":";
+    r.body += std::to_string(i);
+    r.body += ",\"embedding\":";
+    append_json_floats(vectors.data() + i * dim, dim, r.body);
+    r.body += '}';
   }
-  return json_response({{"object", "list"}, {"data", data}, {"model", options_.model_name}, {"usage", usage}});
+  r.body += "],\"model\":" + tools::json_line(options_.model_name) + ",\"usage\":" + tools::json_line(usage) + "}";
+  return r;
 }
 
 ServerResponse ServerApi::embed(const std::string& model, const std::vector<std::string>& texts,
@@ -622,7 +671,8 @@ ServerResponse ServerApi::kserve(const ServerRequest& request, std::string_view 
   const std::string path = request.path;
   if (rest.empty() || rest == "/") {
     if (!get) return method_not_allowed(request.method, path);
-    return json_response({{"name", "rapidqa"}, {"version", RAPIDQA_VERSION_STRING}, {"extensions", json::array()}});
+    return json_response(
+        {{"name", "rapidqa"}, {"version", RAPIDQA_VERSION_STRING}, {"extensions", json::array({"binary_tensor_data"})}});
   }
   if (rest == "/health/live") return get ? json_response({{"live", true}}) : method_not_allowed(request.method, path);
   if (rest == "/health/ready") {
@@ -696,15 +746,44 @@ ServerResponse ServerApi::kserve_infer(const ServerRequest& request, const std::
                                                          std::to_string(texts.size()) + " strings");
     }
   }
-  std::vector<float> vectors;
+  // The binary tensor data extension: the request's binary_data_output,
+  // overridden by its output's own binary_data.
+  bool binary = false;
+  if (!json_flag(body->field("parameters"), "binary_data_output", binary, error)) return error;
+  if (const json* outputs = body->field("outputs")) {
+    if (!outputs->is_array()) return error_response(400, "invalid_argument", "field 'outputs' must be an array");
+    for (const auto& wanted : *outputs) {
+      if (!wanted.is_object() || !wanted.contains("name") || wanted["name"] != "embedding") {
+        return error_response(400, "invalid_argument", "this model has one output, 'embedding'");
+      }
+      const auto parameters = wanted.find("parameters");
+      if (parameters != wanted.end() && !json_flag(&*parameters, "binary_data", binary, error)) return error;
+    }
+  }
+  thread_local std::vector<float> vectors;  // a batch's are about 100 KB: kept per worker thread
   if (ServerResponse r = embed(model, texts, request.authorization, vectors); r.status != 200) return r;
   const std::size_t dim = engine_.encoder().dimension();
-  json out = {{"model_name", model},
-              {"model_version", "1"},
-              {"outputs",
-               {{{"name", "embedding"}, {"datatype", "FP32"}, {"shape", {texts.size(), dim}}, {"data", vectors}}}}};
-  if (const json* id = body->field("id")) out["id"] = *id;
-  return json_response(out);
+  const std::size_t bytes = texts.size() * dim * sizeof(float);
+  // Written directly, as the embeddings route is: the vectors are most of it.
+  ServerResponse r;
+  r.status = 200;
+  r.body.reserve((binary ? bytes : texts.size() * dim * 12) + 256);
+  r.body += "{\"model_name\":" + tools::json_line(model) + ",\"model_version\":\"1\"";
+  if (const json* id = body->field("id")) r.body += ",\"id\":" + tools::json_line(*id);
+  r.body += ",\"outputs\":[{\"name\":\"embedding\",\"datatype\":\"FP32\",\"shape\":[" +
+            std::to_string(texts.size()) + "," + std::to_string(dim) + "]";
+  if (binary) {
+    r.body += ",\"parameters\":{\"binary_data_size\":" + std::to_string(bytes) + "}}]}";
+    r.headers.emplace_back("inference-header-content-length", std::to_string(r.body.size()));
+    r.content_type = "application/octet-stream";
+    // Little-endian float32s, row-major: this machine's own layout.
+    r.body.append(reinterpret_cast<const char*>(vectors.data()), bytes);
+    return r;
+  }
+  r.body += ",\"data\":";
+  append_json_floats(vectors.data(), texts.size() * dim, r.body);
+  r.body += "}]}";
+  return r;
 }
 
 }  // namespace rapidqa::server

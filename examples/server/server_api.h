@@ -58,6 +58,8 @@ struct ServerResponse {
   std::string content_type = "application/json";
   std::string body;
   int retry_after_seconds = 0;               // > 0: send Retry-After
+  // More headers to send, as (lower-case name, value).
+  std::vector<std::pair<std::string, std::string>> headers;
   // For the access log.
   std::string tenant;
   std::string tier;                          // an ask's answer tier, "" otherwise

@@ -86,6 +86,12 @@ struct RemoteEncoderOptions : RemoteEngineOptions {
   // FP32 output.
   std::string kserve_input = "text";
   std::string kserve_output;
+  // KServe v2 over HTTP only: ask for the vectors as binary tensor data
+  // (their bytes after the JSON, as Triton and KServe's servers send them)
+  // instead of JSON numbers, which cost far more to print and to read. An
+  // engine without the extension answers with numbers, which are read too;
+  // turn it off for one that refuses the request's parameter.
+  bool kserve_binary_vectors = true;
   std::size_t max_texts_per_request = 64;   // longer encode() calls are split
   // Hedging: when a request has taken longer than this percentile of the
   // recent successful ones (and at least hedge_min_delay), the same

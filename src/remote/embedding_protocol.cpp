@@ -63,6 +63,10 @@ std::string EmbeddingProtocol::request_body(const std::vector<std::string>& text
   } else {
     body = {{"inputs", {{{"name", kserve_input}, {"shape", {texts.size()}}, {"datatype", "BYTES"}, {"data", texts}}}}};
     if (!kserve_output.empty()) body["outputs"] = {{{"name", kserve_output}}};
+    // Binary tensor data (Triton, KServe, rapidqa-server): the vectors come
+    // as their bytes after the JSON, not as numbers to print and read. An
+    // engine without the extension ignores the parameter and sends numbers.
+    if (kserve_binary_vectors) body["parameters"] = {{"binary_data_output", true}};
   }
   // Text that is not UTF-8 is replaced, never sent as invalid JSON.
   return body.dump(-1, ' ', false, json::error_handler_t::replace);
@@ -107,14 +111,26 @@ simdjson::dom::parser& thread_parser() {
 // kilobytes of JSON, which a character-at-a-time parser reads at a fraction
 // of a millisecond per request, more than the rest of the network path.
 Status EmbeddingProtocol::read_vectors(const std::string& body, std::size_t count, std::size_t& dimension,
-                                       std::vector<float>& out) const {
+                                       std::vector<float>& out, std::optional<std::size_t> json_length) const {
   if (protocol == RemoteProtocol::kKServeV2Grpc) {
     out.clear();
     return kserve_grpc_vectors(body, kserve_output, count, dimension, out);
   }
+  std::string_view binary;  // KServe's binary tensor data, after the JSON
+  simdjson::simdjson_result<element> parsed;
+  if (json_length) {
+    if (*json_length > body.size()) {
+      return Status::data_loss(fmt::format("the answer's JSON header is {} bytes long, its body only {}",
+                                           *json_length, body.size()));
+    }
+    binary = std::string_view(body).substr(*json_length);
+    parsed = thread_parser().parse(body.data(), *json_length);  // copied with padding
+  } else {
+    parsed = thread_parser().parse(body);
+  }
   element doc;
   object root;
-  if (thread_parser().parse(body).get(doc) != simdjson::SUCCESS || doc.get_object().get(root) != simdjson::SUCCESS) {
+  if (parsed.get(doc) != simdjson::SUCCESS || doc.get_object().get(root) != simdjson::SUCCESS) {
     return Status::data_loss("the answer is not a JSON object");
   }
   out.clear();
@@ -173,8 +189,13 @@ Status EmbeddingProtocol::read_vectors(const std::string& body, std::size_t coun
   if (root["outputs"].get_array().get(outputs) != simdjson::SUCCESS) {
     return Status::data_loss("the answer has no 'outputs' array");
   }
+  // Binary outputs' bytes follow the JSON in the order of 'outputs'.
+  const auto binary_size = [](object o, uint64_t& size) {
+    return o["parameters"]["binary_data_size"].get_uint64().get(size) == simdjson::SUCCESS;
+  };
   object tensor;
   bool found = false;
+  uint64_t binary_offset = 0;
   for (element o : outputs) {
     object candidate;
     if (o.get_object().get(candidate) != simdjson::SUCCESS) continue;
@@ -185,6 +206,8 @@ Status EmbeddingProtocol::read_vectors(const std::string& body, std::size_t coun
       found = true;
       break;
     }
+    uint64_t size = 0;
+    if (binary_size(candidate, size)) binary_offset += size;
   }
   if (!found) {
     return Status::data_loss(kserve_output.empty() ? std::string("the answer has no FP32 output")
@@ -200,6 +223,23 @@ Status EmbeddingProtocol::read_vectors(const std::string& body, std::size_t coun
   }
   if (rows != count) return Status::data_loss(fmt::format("the output holds {} vectors for {} texts", rows, count));
   if (Status s = check_length(static_cast<std::size_t>(columns), dimension, 0); !s.is_ok()) return s;
+  uint64_t size = 0;
+  if (binary_size(tensor, size)) {
+    if (!json_length) return Status::data_loss("the output is binary data but the answer has no Inference-Header-Content-Length");
+    if (size != count * dimension * sizeof(float)) {
+      return Status::data_loss(fmt::format("the output has {} bytes of binary data, its shape says {}", size,
+                                           count * dimension * sizeof(float)));
+    }
+    if (binary_offset > binary.size() || size > binary.size() - binary_offset) {
+      return Status::data_loss(fmt::format("the answer's binary data ends at {} bytes, before its output's {} at {}",
+                                           binary.size(), size, binary_offset));
+    }
+    // Little-endian float32s, row-major: this machine's own layout.
+    static_assert(sizeof(float) == 4, "binary tensor data is float32");
+    out.resize(count * dimension);
+    std::memcpy(out.data(), binary.data() + binary_offset, size);
+    return Status::ok();
+  }
   element data;
   if (tensor["data"].get(data) != simdjson::SUCCESS || !data.is_array() || !append_numbers(data, out)) {
     return Status::data_loss("the output has no numeric 'data'");

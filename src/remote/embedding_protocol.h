@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,16 +22,19 @@ struct EmbeddingProtocol {
   std::string kserve_input = "text";
   std::string kserve_output;  // empty: the first FP32 output
   bool base64_vectors = true; // OpenAI: encoding_format "base64"
+  bool kserve_binary_vectors = true;  // KServe over HTTP: ask for binary tensor data
 
   // The path under an endpoint's base URL.
   std::string path() const;
   std::string request_body(const std::vector<std::string>& texts) const;
   // Reads `count` vectors from a 2xx answer into out (row-major) and their
   // length into dimension; when dimension is not 0 on entry, vectors of
-  // another length are refused. kDataLoss when the answer is not what the
-  // protocol says.
-  Status read_vectors(const std::string& body, std::size_t count, std::size_t& dimension,
-                      std::vector<float>& out) const;
+  // another length are refused. `json_length`: the answer's
+  // Inference-Header-Content-Length (KServe's binary tensor data: that
+  // much JSON, then the tensors' bytes). kDataLoss when the answer is not
+  // what the protocol says.
+  Status read_vectors(const std::string& body, std::size_t count, std::size_t& dimension, std::vector<float>& out,
+                      std::optional<std::size_t> json_length = std::nullopt) const;
 };
 
 // The message an engine gave with an error status (OpenAI's error.message,

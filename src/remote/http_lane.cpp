@@ -42,6 +42,9 @@ struct HttpLane::Transfer {
   static size_t on_header(char* data, size_t size, size_t count, void* self_ptr) {
     auto* self = static_cast<Transfer*>(self_ptr);
     if (auto hint = retry_after_header(data, size * count)) self->response.retry_after = hint;
+    if (auto json_length = inference_header_length_header(data, size * count)) {
+      self->response.inference_header_length = json_length;
+    }
     // The body's room made once: grown piece by piece, a batch of vectors
     // was copied over and over as it arrived.
     if (auto length = content_length_header(data, size * count)) {
@@ -52,16 +55,29 @@ struct HttpLane::Transfer {
   }
 };
 
-std::optional<std::size_t> content_length_header(const char* data, std::size_t n) {
-  static constexpr char kContentLength[] = "content-length:";
-  const std::size_t prefix = sizeof(kContentLength) - 1;
-  if (n <= prefix || strncasecmp(data, kContentLength, prefix) != 0) return std::nullopt;
+namespace {
+
+// The unsigned number a "Name: N" header line gives (`lower_name` with its
+// colon), or nullopt for another header and for a negative or missing number.
+std::optional<std::size_t> number_header(const char* lower_name, const char* data, std::size_t n) {
+  const std::size_t prefix = std::strlen(lower_name);
+  if (n <= prefix || strncasecmp(data, lower_name, prefix) != 0) return std::nullopt;
   const std::string value(data + prefix, n - prefix);
   char* end = nullptr;
   if (value.find('-') != std::string::npos) return std::nullopt;  // strtoull would wrap it
-  const unsigned long long length = std::strtoull(value.c_str(), &end, 10);
+  const unsigned long long number = std::strtoull(value.c_str(), &end, 10);
   if (end == value.c_str()) return std::nullopt;
-  return static_cast<std::size_t>(length);
+  return static_cast<std::size_t>(number);
+}
+
+}  // namespace
+
+std::optional<std::size_t> content_length_header(const char* data, std::size_t n) {
+  return number_header("content-length:", data, n);
+}
+
+std::optional<std::size_t> inference_header_length_header(const char* data, std::size_t n) {
+  return number_header("inference-header-content-length:", data, n);
 }
 
 std::optional<std::chrono::milliseconds> retry_after_header(const char* data, std::size_t n) {

@@ -43,6 +43,9 @@ struct HttpResponse {
   bool timed_out = false;            // the deadline passed first
   bool abandoned = false;            // the other transfer won first
   std::optional<std::chrono::milliseconds> retry_after;  // from a Retry-After header in seconds
+  // KServe's binary tensor data: the body is this many bytes of JSON, then
+  // the tensors' bytes (from an Inference-Header-Content-Length header).
+  std::optional<std::size_t> inference_header_length;
   std::chrono::nanoseconds elapsed{0};
   bool succeeded() const { return error.empty() && status >= 200 && status < 300; }
 };
@@ -61,6 +64,9 @@ std::optional<std::chrono::milliseconds> retry_after_header(const char* line, st
 // The length a "Content-Length: N" header line gives, or nullopt for any
 // other line (and for a negative or missing number).
 std::optional<std::size_t> content_length_header(const char* line, std::size_t length);
+// The JSON's length an "Inference-Header-Content-Length: N" line gives
+// (KServe's binary tensor data), or nullopt for any other line.
+std::optional<std::size_t> inference_header_length_header(const char* line, std::size_t length);
 // Content-Type: application/json, no Expect, then `extra` ("Name: value").
 curl_slist* json_headers(const std::vector<std::string>& extra);
 

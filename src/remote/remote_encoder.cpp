@@ -74,6 +74,7 @@ struct RemoteEncoder::Impl {
     protocol.kserve_input = options.kserve_input;
     protocol.kserve_output = options.kserve_output;
     protocol.base64_vectors = options.base64_vectors;
+    protocol.kserve_binary_vectors = options.kserve_binary_vectors;
     if (options.protocol == RemoteProtocol::kKServeV2Grpc) {
       grpc_channels = std::make_shared<remote::GrpcChannels>(options.ca_file);
     }
@@ -173,7 +174,7 @@ struct RemoteEncoder::Impl {
                     // allocation (and its page faults) per answer.
                     thread_local std::vector<float> vectors;
                     std::size_t dim = dimension;
-                    Status read = protocol.read_vectors(r.body, texts.size(), dim, vectors);
+                    Status read = protocol.read_vectors(r.body, texts.size(), dim, vectors, r.inference_header_length);
                     if (read.is_ok()) read = normalize_rows(vectors, dim);
                     if (read.is_ok()) {
                       endpoints.finished(ep, false, false, r.elapsed, at);
