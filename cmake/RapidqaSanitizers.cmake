@@ -31,6 +31,11 @@ if(RAPIDQA_FUZZ)
   endif()
 endif()
 
+# What a program linking an installed sanitizer build needs too (the
+# runtime the instrumented libraries call into): RAPIDQA_SANITIZE_LINK_OPTIONS
+# for the exported CMake targets, RAPIDQA_SANITIZE_LINK_FLAGS for rapidqa.pc.
+set(RAPIDQA_SANITIZE_LINK_OPTIONS "")
+set(RAPIDQA_SANITIZE_LINK_FLAGS "")
 if(RAPIDQA_SANITIZE STREQUAL "")
   return()
 endif()
@@ -56,11 +61,15 @@ endif()
 
 add_compile_options(${_rapidqa_sanitize_flags} ${_rapidqa_sanitize_common})
 add_link_options(${_rapidqa_sanitize_flags})
+set(RAPIDQA_SANITIZE_LINK_OPTIONS ${_rapidqa_sanitize_flags})
+string(JOIN " " RAPIDQA_SANITIZE_LINK_FLAGS ${_rapidqa_sanitize_flags})
 if(CMAKE_C_COMPILER_ID MATCHES "Clang")
   # A C program linked by clang gets UBSan's C runtime only, but it links
   # our C++ library, whose vptr and function checks need the C++ one (and
   # that runtime needs libstdc++ on the command line).
   add_link_options("$<$<LINK_LANGUAGE:C>:-fsanitize-link-c++-runtime;-lstdc++>")
+  list(APPEND RAPIDQA_SANITIZE_LINK_OPTIONS "$<$<LINK_LANGUAGE:C>:-fsanitize-link-c++-runtime;-lstdc++>")
+  string(APPEND RAPIDQA_SANITIZE_LINK_FLAGS " -fsanitize-link-c++-runtime -lstdc++")
 endif()
 if(RAPIDQA_FUZZ)
   # Coverage instrumentation for libFuzzer without its main(): the library,

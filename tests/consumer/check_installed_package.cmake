@@ -28,13 +28,19 @@ endif()
 if(needed MATCHES "libtorch|libc10|libdnnl")
   message(FATAL_ERROR "librapidqa_core.so depends on LibTorch or oneDNN:\n${needed}")
 endif()
+# The build's compilers (when given): a sanitizer build's runtime is theirs.
+set(compilers)
+if(C_COMPILER AND CXX_COMPILER)
+  set(compilers -DCMAKE_C_COMPILER=${C_COMPILER} -DCMAKE_CXX_COMPILER=${CXX_COMPILER})
+endif()
 run_step(${CMAKE_COMMAND} -S ${CONSUMER_SOURCE} -B ${WORK_DIR}/build -DCMAKE_PREFIX_PATH=${prefix}
-         -DCMAKE_BUILD_TYPE=Release)
+         -DCMAKE_BUILD_TYPE=Release ${compilers})
 run_step(${CMAKE_COMMAND} --build ${WORK_DIR}/build -j 2)
 run_step(${WORK_DIR}/build/consumer_cpp ${FAQ})
 run_step(${WORK_DIR}/build/consumer_c ${FAQ})
 
-# A C user with pkg-config and no CMake.
+# A C user with pkg-config and no CMake, compiling with the build's C
+# compiler (a sanitizer build's runtime is that compiler's).
 get_filename_component(lib_dir ${core_library} DIRECTORY)
 set(pc_dir ${lib_dir}/pkgconfig)
 set(ENV{PKG_CONFIG_PATH} ${pc_dir})
@@ -44,7 +50,10 @@ if(NOT rc EQUAL 0)
   message(FATAL_ERROR "pkg-config --cflags --libs rapidqa failed: ${err}")
 endif()
 separate_arguments(flags UNIX_COMMAND "${flags}")
-run_step(cc -std=c11 ${CONSUMER_SOURCE}/consumer.c ${flags} -Wl,-rpath,${lib_dir} -o ${WORK_DIR}/consumer_pkgconfig)
+if(NOT C_COMPILER)
+  set(C_COMPILER cc)
+endif()
+run_step(${C_COMPILER} -std=c11 ${CONSUMER_SOURCE}/consumer.c ${flags} -Wl,-rpath,${lib_dir} -o ${WORK_DIR}/consumer_pkgconfig)
 run_step(${WORK_DIR}/consumer_pkgconfig ${FAQ})
 
 # Every installed program answers --help with exit code 0 and its usage on
