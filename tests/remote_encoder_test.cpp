@@ -284,6 +284,13 @@ TEST_CASE("embedding protocols: request bodies and the answers they accept", "[r
   REQUIRE(kserve.read_vectors(binary_answer(wrong_size, "xy" + vector_bytes), 2, dim, out, wrong_size.size()).code() ==
           StatusCode::kDataLoss);
   REQUIRE(kserve.read_vectors(answer, 2, dim, out, answer.size() + 1).code() == StatusCode::kDataLoss);
+  // Sizes that would wrap the offset round to the start of the bytes.
+  std::string wrapping = header;
+  wrapping.replace(wrapping.find("\"binary_data_size\":2"), 20, "\"binary_data_size\":18446744073709551615");
+  wrapping.insert(wrapping.find("{\"name\":\"e\""),
+                  R"({"name":"more","datatype":"INT8","shape":[1],"parameters":{"binary_data_size":3}},)");
+  REQUIRE(kserve.read_vectors(binary_answer(wrapping, "xy" + vector_bytes), 2, dim, out, wrapping.size()).code() ==
+          StatusCode::kDataLoss);
   REQUIRE(kserve.read_vectors(header, 2, dim, out).message().find("Inference-Header-Content-Length") !=
           std::string::npos);
   // A JSON answer with the header's length (an engine that sent numbers) is read as numbers.

@@ -753,8 +753,12 @@ ServerResponse ServerApi::kserve_infer(const ServerRequest& request, const std::
   if (const json* outputs = body->field("outputs")) {
     if (!outputs->is_array()) return error_response(400, "invalid_argument", "field 'outputs' must be an array");
     for (const auto& wanted : *outputs) {
-      if (!wanted.is_object() || !wanted.contains("name") || wanted["name"] != "embedding") {
-        return error_response(400, "invalid_argument", "this model has one output, 'embedding'");
+      if (!wanted.is_object() || !wanted.contains("name") || !wanted["name"].is_string()) {
+        return error_response(400, "invalid_argument", "each entry of 'outputs' needs a 'name'");
+      }
+      if (wanted["name"] != "embedding") {
+        return error_response(400, "invalid_argument", "this model has one output, 'embedding', not '" +
+                                                           wanted["name"].get<std::string>() + "'");
       }
       const auto parameters = wanted.find("parameters");
       if (parameters != wanted.end() && !json_flag(&*parameters, "binary_data", binary, error)) return error;

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <simdjson.h>
 
+#include <cstdint>
 #include <cstring>
 #include <string_view>
 
@@ -207,7 +208,9 @@ Status EmbeddingProtocol::read_vectors(const std::string& body, std::size_t coun
       break;
     }
     uint64_t size = 0;
-    if (binary_size(candidate, size)) binary_offset += size;
+    if (binary_size(candidate, size)) {  // saturating: a hostile size cannot wrap the offset round
+      binary_offset = size > UINT64_MAX - binary_offset ? UINT64_MAX : binary_offset + size;
+    }
   }
   if (!found) {
     return Status::data_loss(kserve_output.empty() ? std::string("the answer has no FP32 output")

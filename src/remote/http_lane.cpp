@@ -244,7 +244,10 @@ void HttpLane::run(const HttpRequest& first, std::size_t first_tag, std::optiona
         wake = std::min(wake, hedge_at);
       }
     }
-    const auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(wake - now).count();
+    // Rounded up: rounded down, the last part of a millisecond before a
+    // hedge or the deadline was a wait of 0, a loop that spun on the CPU
+    // the answer needs.
+    const auto wait = std::chrono::ceil<std::chrono::milliseconds>(wake - now).count();
     curl_multi_poll(multi, nullptr, 0, static_cast<int>(std::clamp<long long>(wait, 0, 1000)), nullptr);
   }
   // The loser, if any, is abandoned: its connection goes with it.
