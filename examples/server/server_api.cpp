@@ -617,7 +617,8 @@ ServerResponse ServerApi::embeddings(const ServerRequest& request) {
     // escaping pass over every character was most of this route's time.
     ServerResponse r;
     r.status = 200;
-    r.body.reserve(texts.size() * (dim * 4 / 3 + 64) + 128);
+    const std::size_t row_base64 = (dim * sizeof(float) + 2) / 3 * 4;  // a row's bytes as base64
+    r.body.reserve(texts.size() * (row_base64 + 64) + 128);
     r.body += "{\"object\":\"list\",\"data\":[";
     for (std::size_t i = 0; i < texts.size(); ++i) {
       if (i) r.body += ',';
