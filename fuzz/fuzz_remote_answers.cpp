@@ -6,9 +6,13 @@
 //   1  an OpenAI embeddings answer      (EmbeddingProtocol::read_vectors)
 //   2  a KServe v2 JSON inference answer (EmbeddingProtocol::read_vectors)
 //   3  a KServe v2 gRPC ModelInferResponse (the protobuf wire reader)
+//   4  a KServe v2 answer with binary tensor data: the answer's first two
+//      bytes (little-endian) are its Inference-Header-Content-Length,
+//      which may claim more than there is
 // Vectors read must have the count asked for and the dimension reported.
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -37,7 +41,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   using rapidqa::fuzz::check;
   if (size < 2) return 0;
   const std::string_view body(reinterpret_cast<const char*>(data) + 2, size - 2);
-  const int reader = data[0] % 4;
+  const int reader = data[0] % 5;
   if (reader == 0) {
     const std::size_t split = data[1] % (body.size() + 1);
     bool ok_split = false, ok_whole = false;
@@ -52,13 +56,20 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   }
   rapidqa::remote::EmbeddingProtocol protocol;
   protocol.model = "m";
-  protocol.protocol = reader == 1   ? rapidqa::RemoteProtocol::kOpenAIEmbeddings
-                      : reader == 2 ? rapidqa::RemoteProtocol::kKServeV2
-                                    : rapidqa::RemoteProtocol::kKServeV2Grpc;
+  protocol.protocol = reader == 1                 ? rapidqa::RemoteProtocol::kOpenAIEmbeddings
+                      : reader == 2 || reader == 4 ? rapidqa::RemoteProtocol::kKServeV2
+                                                  : rapidqa::RemoteProtocol::kKServeV2Grpc;
   const std::size_t count = 1 + data[1] % 4;
   std::size_t dimension = 0;
   std::vector<float> vectors;
-  if (protocol.read_vectors(std::string(body), count, dimension, vectors).is_ok()) {
+  std::optional<std::size_t> json_length;
+  std::string_view answer = body;
+  if (reader == 4) {
+    if (body.size() < 2) return 0;
+    json_length = static_cast<std::uint8_t>(body[0]) | static_cast<std::size_t>(static_cast<std::uint8_t>(body[1])) << 8;
+    answer = body.substr(2);
+  }
+  if (protocol.read_vectors(std::string(answer), count, dimension, vectors, json_length).is_ok()) {
     check(dimension > 0 && vectors.size() == count * dimension, "vectors read do not match the count and dimension");
   }
   return 0;
