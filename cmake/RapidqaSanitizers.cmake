@@ -67,8 +67,12 @@ if(CMAKE_C_COMPILER_ID MATCHES "Clang")
   # A C program linked by clang gets UBSan's C runtime only, but it links
   # our C++ library, whose vptr and function checks need the C++ one (and
   # that runtime needs libstdc++ on the command line).
-  add_link_options("$<$<LINK_LANGUAGE:C>:-fsanitize-link-c++-runtime;-lstdc++>")
-  list(APPEND RAPIDQA_SANITIZE_LINK_OPTIONS "$<$<LINK_LANGUAGE:C>:-fsanitize-link-c++-runtime;-lstdc++>")
+  # One quoted argument: unquoted, add_link_options would split the
+  # expression at its ';'. pkg-config has no link language to ask, so its
+  # flags always carry the runtime.
+  set(_rapidqa_cxx_runtime_for_c "$<$<LINK_LANGUAGE:C>:-fsanitize-link-c++-runtime;-lstdc++>")
+  add_link_options("${_rapidqa_cxx_runtime_for_c}")
+  list(APPEND RAPIDQA_SANITIZE_LINK_OPTIONS "${_rapidqa_cxx_runtime_for_c}")
   string(APPEND RAPIDQA_SANITIZE_LINK_FLAGS " -fsanitize-link-c++-runtime -lstdc++")
 endif()
 if(RAPIDQA_FUZZ)
