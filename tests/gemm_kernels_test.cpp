@@ -10,12 +10,14 @@
 #include <ATen/ATen.h>
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <utility>
 #include <vector>
 
+#include "model/gemm_blocking.h"
 #include "model/int8_gemm.h"
 #include "model/packed_linear.h"
 
@@ -117,6 +119,38 @@ TEST_CASE("Packed INT8 weights keep each column's sum for the zero point", "[int
   CHECK(packed.panel(0)[5] == -128);
   CHECK(packed.panel(0)[6] == 0);
   CHECK(packed.panel(0)[7] == 0);  // padded input
+}
+
+TEST_CASE("A block's row passes prefetch each of the next block's panels once", "[packedgemm][int8gemm]") {
+  namespace gemm = rapidqa::model::gemm;
+  // count columns in the product; the block at `column` is being computed.
+  for (const std::int64_t count : {std::int64_t{16}, std::int64_t{64}, std::int64_t{100}, std::int64_t{192},
+                                   std::int64_t{576}, std::int64_t{1000}}) {
+    for (int passes = 1; passes <= 12; ++passes) {
+      for (std::int64_t column = 0; column < count; column += gemm::kBlockColumns) {
+        INFO("count " << count << " passes " << passes << " column " << column);
+        const std::int64_t next = column + gemm::kBlockColumns;
+        std::vector<int> fetched(static_cast<std::size_t>(gemm::kBlockPanels), 0);
+        for (int pass = 0; pass < passes; ++pass) {
+          const gemm::NextPanels p = gemm::next_panels_for_pass(next, count, pass, passes);
+          if (p.count == 0) continue;
+          REQUIRE(p.first_column >= next);
+          REQUIRE((p.first_column - next) % gemm::kPanelWidth == 0);
+          // Never past the product's last panel.
+          REQUIRE(p.first_column + (p.count - 1) * gemm::kPanelWidth < count);
+          for (int q = 0; q < p.count; ++q) {
+            ++fetched[static_cast<std::size_t>((p.first_column - next) / gemm::kPanelWidth + q)];
+          }
+        }
+        const std::int64_t next_columns = std::max<std::int64_t>(0, std::min(gemm::kBlockColumns, count - next));
+        const auto next_panels = static_cast<int>((next_columns + gemm::kPanelWidth - 1) / gemm::kPanelWidth);
+        for (int q = 0; q < gemm::kBlockPanels; ++q) {
+          const bool expected = passes >= gemm::kMinPrefetchPasses && q < next_panels;
+          CHECK(fetched[static_cast<std::size_t>(q)] == (expected ? 1 : 0));
+        }
+      }
+    }
+  }
 }
 
 TEST_CASE("The packed FP32 product equals ATen's addmm and activations", "[packedgemm]") {

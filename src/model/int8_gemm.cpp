@@ -29,20 +29,26 @@ struct BlockArgs {
   float* y;  // at the block's first row and column
   std::int64_t ldy;
   std::int64_t columns;  // valid columns in the block, (P - 1) * 16 < columns <= P * 16
+  const std::int8_t* prefetch;  // first of the next block's panels to prefetch (gemm::NextPanels)
+  int prefetch_panels;          // 0: none
 };
 
 template <int R, int P>
 struct Int8Block {
-  __attribute__((target("avx512f,avx512bw,avx512vnni"))) static void run(const BlockArgs& b) {
-    __m512i acc[R][P];
-#pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) {
-#pragma GCC unroll 8
-      for (int p = 0; p < P; ++p) acc[r][p] = _mm512_setzero_si512();
-    }
+  // acc += the block's rows times its panels over every input group,
+  // prefetching one line of each of b.prefetch_panels panels per group when
+  // Prefetch.
+  template <bool Prefetch>
+  __attribute__((target("avx512f,avx512bw,avx512vnni"), always_inline)) static void accumulate(const BlockArgs& b,
+                                                                                              __m512i (&acc)[R][P]) {
     const std::int8_t* w = b.w;
     const std::uint8_t* a = b.a;
+    const char* line = reinterpret_cast<const char*>(b.prefetch);
     for (std::int64_t g = 0; g < b.groups; ++g, w += 64, a += 4) {
+      if constexpr (Prefetch) {
+        gemm::prefetch_panel_lines(line, b.prefetch_panels, b.panel_bytes);
+        line += 64;
+      }
       __m512i wv[P];
 #pragma GCC unroll 8
       for (int p = 0; p < P; ++p) wv[p] = _mm512_load_si512(w + p * b.panel_bytes);
@@ -54,6 +60,20 @@ struct Int8Block {
 #pragma GCC unroll 8
         for (int p = 0; p < P; ++p) simd::dot_accumulate_u8s8(acc[r][p], av, wv[p]);
       }
+    }
+  }
+
+  __attribute__((target("avx512f,avx512bw,avx512vnni"))) static void run(const BlockArgs& b) {
+    __m512i acc[R][P];
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 8
+      for (int p = 0; p < P; ++p) acc[r][p] = _mm512_setzero_si512();
+    }
+    if (b.prefetch_panels > 0) {
+      accumulate<true>(b, acc);
+    } else {
+      accumulate<false>(b, acc);
     }
     const __m512i zero_point = _mm512_set1_epi32(b.zero_point);
     const __m512 input_scale = _mm512_set1_ps(b.input_scale);
@@ -110,10 +130,12 @@ void int8_gemm_columns(const std::uint8_t* a, std::int64_t lda, std::int64_t row
   args.activation = epilogue.activation;
   args.ldy = ldy;
   gemm::for_each_register_block(rows, count, [&](std::int64_t r, int block_rows, std::int64_t c, std::int64_t columns,
-                                                 int panels) {
+                                                 int panels, gemm::NextPanels next) {
     const std::int64_t col = n0 + c;
     args.a = a + r * lda;
     args.w = w.panel(col / PackedInt8Matrix::kPanelWidth);
+    args.prefetch = w.panel((n0 + next.first_column) / PackedInt8Matrix::kPanelWidth);
+    args.prefetch_panels = next.count;
     args.column_sums = w.column_sums() + col;
     args.channel_scales = epilogue.channel_scales + col;
     args.bias = epilogue.bias ? epilogue.bias + col : nullptr;

@@ -27,20 +27,25 @@ struct BlockArgs {
   float* y;  // at the block's first row and column
   std::int64_t ldy;
   std::int64_t columns;  // valid columns in the block
+  const char* prefetch;  // first of the next block's panels to prefetch (gemm::NextPanels)
+  int prefetch_panels;   // 0: none
 };
 
 template <int R, int P>
 struct Fp32Block {
-  __attribute__((target("avx512f"))) static void run(const BlockArgs& b) {
-    __m512 acc[R][P];
-#pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) {
-#pragma GCC unroll 8
-      for (int p = 0; p < P; ++p) acc[r][p] = _mm512_setzero_ps();
-    }
+  // acc += the block's rows times its panels over every input, prefetching
+  // one line of each of b.prefetch_panels panels per input when Prefetch.
+  template <bool Prefetch>
+  __attribute__((target("avx512f"), always_inline)) static void accumulate(const BlockArgs& b, __m512 (&acc)[R][P]) {
     const float* w = b.w;
     const float* x = b.x;
+    const char* line = b.prefetch;
+    const std::int64_t panel_stride = b.panel_floats * static_cast<std::int64_t>(sizeof(float));
     for (std::int64_t i = 0; i < b.inputs; ++i, w += PackedFloatMatrix::kPanelWidth, ++x) {
+      if constexpr (Prefetch) {
+        gemm::prefetch_panel_lines(line, b.prefetch_panels, panel_stride);
+        line += PackedFloatMatrix::kPanelWidth * sizeof(float);
+      }
       __m512 wv[P];
 #pragma GCC unroll 8
       for (int p = 0; p < P; ++p) wv[p] = _mm512_load_ps(w + p * b.panel_floats);
@@ -50,6 +55,20 @@ struct Fp32Block {
 #pragma GCC unroll 8
         for (int p = 0; p < P; ++p) simd::fma_accumulate(acc[r][p], xv, wv[p]);
       }
+    }
+  }
+
+  __attribute__((target("avx512f"))) static void run(const BlockArgs& b) {
+    __m512 acc[R][P];
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 8
+      for (int p = 0; p < P; ++p) acc[r][p] = _mm512_setzero_ps();
+    }
+    if (b.prefetch_panels > 0) {
+      accumulate<true>(b, acc);
+    } else {
+      accumulate<false>(b, acc);
     }
 #pragma GCC unroll 8
     for (int p = 0; p < P; ++p) {
@@ -98,10 +117,12 @@ void fp32_gemm_columns(const float* x, std::int64_t ldx, std::int64_t rows, cons
   args.activation = activation;
   args.ldy = ldy;
   gemm::for_each_register_block(rows, count, [&](std::int64_t r, int block_rows, std::int64_t c, std::int64_t columns,
-                                                 int panels) {
+                                                 int panels, gemm::NextPanels next) {
     const std::int64_t col = n0 + c;
     args.x = x + r * ldx;
     args.w = w.panel(col / PackedFloatMatrix::kPanelWidth);
+    args.prefetch = reinterpret_cast<const char*>(w.panel((n0 + next.first_column) / PackedFloatMatrix::kPanelWidth));
+    args.prefetch_panels = next.count;
     args.bias = bias ? bias + col : nullptr;
     args.y = y + r * ldy + col;
     args.columns = columns;
