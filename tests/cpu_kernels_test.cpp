@@ -71,19 +71,28 @@ TEST_CASE("min_max finds the extremes wherever they are", "[kernels]") {
 
 TEST_CASE("attention_head matches softmax(q k^T / sqrt(d)) v read from a fused projection", "[kernels]") {
   at::manual_seed(4);
-  for (const std::int64_t tokens : {1, 5, 32, 70}) {
-    const std::int64_t heads = 3, d = 16, width = heads * d;
-    const at::Tensor qkv = at::randn({tokens, 3 * width});
-    at::Tensor out = at::full({tokens, width}, 7.0f);
-    std::vector<float> scratch(static_cast<std::size_t>(tokens * tokens));
-    const std::int64_t head = 1;
-    const float* q = qkv.data_ptr<float>() + head * d;
-    kernels::attention_head(q, q + width, q + 2 * width, 3 * width, tokens, d, out.data_ptr<float>() + head * d, width,
-                            scratch.data());
-    const at::Tensor qh = qkv.narrow(1, head * d, d), kh = qkv.narrow(1, width + head * d, d),
-                     vh = qkv.narrow(1, 2 * width + head * d, d);
-    const at::Tensor expected = at::softmax(at::matmul(qh, kh.t()) / std::sqrt(16.0), 1).matmul(vh);
-    CHECK(max_abs_diff(out.narrow(1, head * d, d), expected) < 1e-5);
-    CHECK(out.narrow(1, 0, d).eq(7.0f).all().item<bool>());  // other heads' columns untouched
+  // Head widths of whole 16-float panels run the runtime's own product on
+  // AVX-512 (24 keeps OpenBLAS); the last head's values end its row.
+  for (const std::int64_t d : {16, 24, 64}) {
+    for (const std::int64_t tokens : {1, 5, 17, 32, 70}) {
+      for (const std::int64_t head : {1, 2}) {
+        INFO("head width " << d << " tokens " << tokens << " head " << head);
+        const std::int64_t heads = 3, width = heads * d;
+        const at::Tensor qkv = at::randn({tokens, 3 * width});
+        at::Tensor out = at::full({tokens, width}, 7.0f);
+        std::vector<float> scratch(static_cast<std::size_t>(kernels::attention_scratch_floats(tokens, d)), NAN);
+        const float* q = qkv.data_ptr<float>() + head * d;
+        kernels::attention_head(q, q + width, q + 2 * width, 3 * width, tokens, d, out.data_ptr<float>() + head * d,
+                                width, scratch.data());
+        const at::Tensor qh = qkv.narrow(1, head * d, d), kh = qkv.narrow(1, width + head * d, d),
+                         vh = qkv.narrow(1, 2 * width + head * d, d);
+        const at::Tensor expected =
+            at::softmax(at::matmul(qh, kh.t()) / std::sqrt(static_cast<double>(d)), 1).matmul(vh);
+        CHECK(max_abs_diff(out.narrow(1, head * d, d), expected) < 1e-5);
+        // Other heads' columns untouched.
+        CHECK(out.narrow(1, 0, head * d).eq(7.0f).all().item<bool>());
+        if (head + 1 < heads) CHECK(out.narrow(1, (head + 1) * d, width - (head + 1) * d).eq(7.0f).all().item<bool>());
+      }
+    }
   }
 }

@@ -7,12 +7,16 @@
 #include <cmath>
 
 #include "model/cpu_features.h"
+#include "model/fp32_gemm.h"
 #include "model/vector_math.h"
 
 namespace rapidqa::model::kernels {
 namespace {
 
 enum class Isa { kScalar, kAvx2, kAvx512 };
+
+// Keys per panel of the attention's transposed keys: one AVX-512 register.
+constexpr std::int64_t kKeyPanel = 16;
 
 Isa detect_isa() {
   // cpu_features() honours ONEDNN_MAX_CPU_ISA, so the AVX2 path of these
@@ -266,23 +270,58 @@ void residual_layer_norm(float* x, const float* residual, const float* gamma, co
   }
 }
 
+std::int64_t attention_scratch_floats(std::int64_t tokens, std::int64_t head_dim) {
+  const std::int64_t key_panels = (tokens + kKeyPanel - 1) / kKeyPanel;
+  return tokens * tokens + key_panels * kKeyPanel * head_dim;
+}
+
 void attention_head(const float* q, const float* k, const float* v, std::int64_t qkv_stride, std::int64_t tokens,
                     std::int64_t head_dim, float* out, std::int64_t out_stride, float* scratch,
                     const float* relative_bias) {
-  const auto t = static_cast<blasint>(tokens), d = static_cast<blasint>(head_dim);
-  const auto ld = static_cast<blasint>(qkv_stride);
   const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, t, t, d, scale, q, ld, k, ld, 0.0f, scratch, t);
+  float* scores = scratch;
+  // With AVX-512 both products run the runtime's FP32 register blocks
+  // (fp32_gemm.h); OpenBLAS's small-matrix path (Haswell kernels on CPUs
+  // it does not know, plus its packing copies) cost 3-6% of a BERT-base
+  // forward. The values are read in place as panels, so a head's width must
+  // be whole panels; other widths keep OpenBLAS.
+  const bool own_kernel = isa() == Isa::kAvx512 && head_dim % kKeyPanel == 0;
+  if (own_kernel) {
+    // The keys, scaled, transposed into panels of 16 keys: the scores'
+    // "weights", one panel per 16 columns of the score matrix.
+    float* keys = scratch + tokens * tokens;
+    const std::int64_t key_panels = (tokens + kKeyPanel - 1) / kKeyPanel;
+    for (std::int64_t p = 0; p < key_panels; ++p) {
+      float* panel = keys + p * head_dim * kKeyPanel;
+      for (std::int64_t lane = 0; lane < kKeyPanel; ++lane) {
+        const std::int64_t j = p * kKeyPanel + lane;
+        const float* key = k + j * qkv_stride;
+        for (std::int64_t i = 0; i < head_dim; ++i) panel[i * kKeyPanel + lane] = j < tokens ? scale * key[i] : 0.0f;
+      }
+    }
+    fp32_gemm_panels(q, qkv_stride, tokens, FloatPanels{keys, head_dim * kKeyPanel, kKeyPanel, head_dim}, tokens,
+                     scores, tokens);
+  } else {
+    const auto t = static_cast<blasint>(tokens), d = static_cast<blasint>(head_dim);
+    const auto ld = static_cast<blasint>(qkv_stride);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, t, t, d, scale, q, ld, k, ld, 0.0f, scores, t);
+  }
   if (relative_bias) {
     for (std::int64_t i = 0; i < tokens; ++i) {
-      float* row = scratch + i * tokens;
+      float* row = scores + i * tokens;
       const float* bias = relative_bias - i;  // bias[j] is the bias for distance j - i
       for (std::int64_t j = 0; j < tokens; ++j) row[j] += bias[j];
     }
   }
-  softmax_rows(scratch, tokens, tokens, tokens);
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, t, d, t, 1.0f, scratch, t, v, ld, 0.0f, out,
-              static_cast<blasint>(out_stride));
+  softmax_rows(scores, tokens, tokens, tokens);
+  if (own_kernel) {
+    // Value row j's head_dim floats are panels' weights for input j.
+    fp32_gemm_panels(scores, tokens, tokens, FloatPanels{v, kKeyPanel, qkv_stride, tokens}, head_dim, out, out_stride);
+  } else {
+    const auto t = static_cast<blasint>(tokens), d = static_cast<blasint>(head_dim);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, t, d, t, 1.0f, scores, t, v,
+                static_cast<blasint>(qkv_stride), 0.0f, out, static_cast<blasint>(out_stride));
+  }
 }
 
 }  // namespace rapidqa::model::kernels

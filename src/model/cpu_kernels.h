@@ -31,9 +31,12 @@ void min_max(const float* x, std::int64_t n, float* lowest, float* highest);
 // fused projection in place: q, k and v point at the head's first element
 // in the sequence's first token row, consecutive tokens are qkv_stride
 // floats apart; the context (tokens x head_dim) goes to out, rows
-// out_stride apart. scratch holds tokens * tokens floats. relative_bias,
-// when given, points at the bias for distance 0: query i's score for key j
-// adds relative_bias[j - i] (MPNet), for j - i in (-tokens, tokens).
+// out_stride apart. scratch holds attention_scratch_floats(tokens,
+// head_dim) floats (the scores and, on AVX-512, the keys packed for the
+// product). relative_bias, when given, points at the bias for distance 0:
+// query i's score for key j adds relative_bias[j - i] (MPNet), for j - i in
+// (-tokens, tokens).
+std::int64_t attention_scratch_floats(std::int64_t tokens, std::int64_t head_dim);
 void attention_head(const float* q, const float* k, const float* v, std::int64_t qkv_stride, std::int64_t tokens,
                     std::int64_t head_dim, float* out, std::int64_t out_stride, float* scratch,
                     const float* relative_bias = nullptr);

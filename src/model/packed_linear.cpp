@@ -8,6 +8,7 @@
 
 #include "common/simd_accumulate.h"
 #include "model/cpu_features.h"
+#include "model/fp32_gemm.h"
 #include "model/gemm_blocking.h"
 #include "model/vector_math.h"
 
@@ -20,7 +21,8 @@ struct BlockArgs {
   const float* x;  // first row of the block
   std::int64_t ldx;
   const float* w;  // first panel of the block
-  std::int64_t panel_floats;
+  std::int64_t panel_floats;  // from one panel to the next
+  std::int64_t input_stride;  // from one input to the next within a panel (kPanelWidth when packed)
   std::int64_t inputs;
   const float* bias;  // at the block's first column, or null
   Activation activation;
@@ -41,14 +43,14 @@ struct Fp32Block {
     const float* x = b.x;
     const char* line = b.prefetch;
     const std::int64_t panel_stride = b.panel_floats * static_cast<std::int64_t>(sizeof(float));
-    for (std::int64_t i = 0; i < b.inputs; ++i, w += PackedFloatMatrix::kPanelWidth, ++x) {
+    for (std::int64_t i = 0; i < b.inputs; ++i, w += b.input_stride, ++x) {
       if constexpr (Prefetch) {
         gemm::prefetch_panel_lines(line, b.prefetch_panels, panel_stride);
         line += PackedFloatMatrix::kPanelWidth * sizeof(float);
       }
       __m512 wv[P];
 #pragma GCC unroll 8
-      for (int p = 0; p < P; ++p) wv[p] = _mm512_load_ps(w + p * b.panel_floats);
+      for (int p = 0; p < P; ++p) wv[p] = _mm512_loadu_ps(w + p * b.panel_floats);
 #pragma GCC unroll 8
       for (int r = 0; r < R; ++r) {
         const __m512 xv = _mm512_set1_ps(x[r * b.ldx]);
@@ -113,6 +115,7 @@ void fp32_gemm_columns(const float* x, std::int64_t ldx, std::int64_t rows, cons
   BlockArgs args{};
   args.ldx = ldx;
   args.panel_floats = w.panel_floats();
+  args.input_stride = PackedFloatMatrix::kPanelWidth;
   args.inputs = w.inputs();
   args.activation = activation;
   args.ldy = ldy;
@@ -125,6 +128,26 @@ void fp32_gemm_columns(const float* x, std::int64_t ldx, std::int64_t rows, cons
     args.prefetch_panels = next.count;
     args.bias = bias ? bias + col : nullptr;
     args.y = y + r * ldy + col;
+    args.columns = columns;
+    gemm::run_block<Fp32Block>(block_rows, panels, args);
+  });
+}
+
+void fp32_gemm_panels(const float* x, std::int64_t ldx, std::int64_t rows, const FloatPanels& w, std::int64_t count,
+                      float* y, std::int64_t ldy) {
+  BlockArgs args{};
+  args.ldx = ldx;
+  args.panel_floats = w.panel_stride;
+  args.input_stride = w.input_stride;
+  args.inputs = w.inputs;
+  args.activation = Activation::kNone;
+  args.ldy = ldy;
+  // Nothing prefetched: these weights are small and already in cache.
+  gemm::for_each_register_block(rows, count, [&](std::int64_t r, int block_rows, std::int64_t c, std::int64_t columns,
+                                                 int panels, gemm::NextPanels) {
+    args.x = x + r * ldx;
+    args.w = w.first + (c / PackedFloatMatrix::kPanelWidth) * w.panel_stride;
+    args.y = y + r * ldy + c;
     args.columns = columns;
     gemm::run_block<Fp32Block>(block_rows, panels, args);
   });

@@ -462,7 +462,7 @@ at::Tensor TransformerModel::forward(const ModelInputs& inputs) const {
               ? nullptr
               : relative_bias.data() + layer.head_ids[static_cast<std::size_t>(a)] * distances + (seq - 1);
       kernels::attention_head(q, q + width, q + 2 * width, 3 * width, length, d, context + first * width + a * d,
-                              width, at_least(scores, length * length), bias);
+                              width, at_least(scores, kernels::attention_scratch_floats(length, d)), bias);
     });
     layer.attention_output->forward_rows(context, tokens, attended);
     layer_norm_rows(attended, x, layer.attention_norm, tokens, h);
