@@ -270,9 +270,14 @@ void residual_layer_norm(float* x, const float* residual, const float* gamma, co
   }
 }
 
+namespace {
+
+std::int64_t key_panels(std::int64_t tokens) { return (tokens + kKeyPanel - 1) / kKeyPanel; }
+
+}  // namespace
+
 std::int64_t attention_scratch_floats(std::int64_t tokens, std::int64_t head_dim) {
-  const std::int64_t key_panels = (tokens + kKeyPanel - 1) / kKeyPanel;
-  return tokens * tokens + key_panels * kKeyPanel * head_dim;
+  return tokens * tokens + key_panels(tokens) * kKeyPanel * head_dim;
 }
 
 void attention_head(const float* q, const float* k, const float* v, std::int64_t qkv_stride, std::int64_t tokens,
@@ -290,13 +295,15 @@ void attention_head(const float* q, const float* k, const float* v, std::int64_t
     // The keys, scaled, transposed into panels of 16 keys: the scores'
     // "weights", one panel per 16 columns of the score matrix.
     float* keys = scratch + tokens * tokens;
-    const std::int64_t key_panels = (tokens + kKeyPanel - 1) / kKeyPanel;
-    for (std::int64_t p = 0; p < key_panels; ++p) {
+    for (std::int64_t p = 0; p < key_panels(tokens); ++p) {
       float* panel = keys + p * head_dim * kKeyPanel;
-      for (std::int64_t lane = 0; lane < kKeyPanel; ++lane) {
-        const std::int64_t j = p * kKeyPanel + lane;
-        const float* key = k + j * qkv_stride;
-        for (std::int64_t i = 0; i < head_dim; ++i) panel[i * kKeyPanel + lane] = j < tokens ? scale * key[i] : 0.0f;
+      const std::int64_t lanes = std::min(kKeyPanel, tokens - p * kKeyPanel);
+      for (std::int64_t lane = 0; lane < lanes; ++lane) {
+        const float* key = k + (p * kKeyPanel + lane) * qkv_stride;
+        for (std::int64_t i = 0; i < head_dim; ++i) panel[i * kKeyPanel + lane] = scale * key[i];
+      }
+      for (std::int64_t lane = lanes; lane < kKeyPanel; ++lane) {
+        for (std::int64_t i = 0; i < head_dim; ++i) panel[i * kKeyPanel + lane] = 0.0f;
       }
     }
     fp32_gemm_panels(q, qkv_stride, tokens, FloatPanels{keys, head_dim * kKeyPanel, kKeyPanel, head_dim}, tokens,

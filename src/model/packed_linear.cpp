@@ -109,48 +109,51 @@ at::Tensor PackedFloatMatrix::unpack() const {
   return out;
 }
 
-void fp32_gemm_columns(const float* x, std::int64_t ldx, std::int64_t rows, const PackedFloatMatrix& w,
-                       std::int64_t n0, std::int64_t count, const float* bias, Activation activation, float* y,
-                       std::int64_t ldy) {
-  BlockArgs args{};
-  args.ldx = ldx;
-  args.panel_floats = w.panel_floats();
-  args.input_stride = PackedFloatMatrix::kPanelWidth;
-  args.inputs = w.inputs();
-  args.activation = activation;
-  args.ldy = ldy;
-  gemm::for_each_register_block(rows, count, [&](std::int64_t r, int block_rows, std::int64_t c, std::int64_t columns,
-                                                 int panels, gemm::NextPanels next) {
-    const std::int64_t col = n0 + c;
-    args.x = x + r * ldx;
-    args.w = w.panel(col / PackedFloatMatrix::kPanelWidth);
-    args.prefetch = reinterpret_cast<const char*>(w.panel((n0 + next.first_column) / PackedFloatMatrix::kPanelWidth));
-    args.prefetch_panels = next.count;
-    args.bias = bias ? bias + col : nullptr;
-    args.y = y + r * ldy + col;
-    args.columns = columns;
-    gemm::run_block<Fp32Block>(block_rows, panels, args);
-  });
-}
+namespace {
 
-void fp32_gemm_panels(const float* x, std::int64_t ldx, std::int64_t rows, const FloatPanels& w, std::int64_t count,
-                      float* y, std::int64_t ldy) {
+// Every register block of y[rows x count] = activation(x w + bias) over w's
+// columns [0, count) (bias at those columns, or null). With prefetch_next,
+// each row pass prefetches part of the next block: packed panels only, whose
+// inputs are consecutive cache lines.
+void run_fp32_blocks(const float* x, std::int64_t ldx, std::int64_t rows, const FloatPanels& w, std::int64_t count,
+                     const float* bias, Activation activation, bool prefetch_next, float* y, std::int64_t ldy) {
   BlockArgs args{};
   args.ldx = ldx;
   args.panel_floats = w.panel_stride;
   args.input_stride = w.input_stride;
   args.inputs = w.inputs;
-  args.activation = Activation::kNone;
+  args.activation = activation;
   args.ldy = ldy;
-  // Nothing prefetched: these weights are small and already in cache.
   gemm::for_each_register_block(rows, count, [&](std::int64_t r, int block_rows, std::int64_t c, std::int64_t columns,
-                                                 int panels, gemm::NextPanels) {
+                                                 int panels, gemm::NextPanels next) {
     args.x = x + r * ldx;
     args.w = w.first + (c / PackedFloatMatrix::kPanelWidth) * w.panel_stride;
+    args.prefetch = reinterpret_cast<const char*>(w.first + (next.first_column / PackedFloatMatrix::kPanelWidth) *
+                                                                  w.panel_stride);
+    args.prefetch_panels = prefetch_next ? next.count : 0;
+    args.bias = bias ? bias + c : nullptr;
     args.y = y + r * ldy + c;
     args.columns = columns;
     gemm::run_block<Fp32Block>(block_rows, panels, args);
   });
+}
+
+}  // namespace
+
+void fp32_gemm_columns(const float* x, std::int64_t ldx, std::int64_t rows, const PackedFloatMatrix& w,
+                       std::int64_t n0, std::int64_t count, const float* bias, Activation activation, float* y,
+                       std::int64_t ldy) {
+  const FloatPanels panels{w.panel(n0 / PackedFloatMatrix::kPanelWidth), w.panel_floats(),
+                           PackedFloatMatrix::kPanelWidth, w.inputs()};
+  run_fp32_blocks(x, ldx, rows, panels, count, bias ? bias + n0 : nullptr, activation, /*prefetch_next=*/true,
+                  y + n0, ldy);
+}
+
+void fp32_gemm_panels(const float* x, std::int64_t ldx, std::int64_t rows, const FloatPanels& w, std::int64_t count,
+                      float* y, std::int64_t ldy) {
+  // Nothing prefetched: these weights are small and already in cache, and
+  // values read in place are not consecutive lines.
+  run_fp32_blocks(x, ldx, rows, w, count, nullptr, Activation::kNone, /*prefetch_next=*/false, y, ldy);
 }
 
 PackedLinear::PackedLinear(const at::Tensor& weight_in, const at::Tensor& bias, Activation activation)
